@@ -1,0 +1,32 @@
+"""functrace: JAX-style function transforms for numpy code, in pure Python.
+
+Trace a numpy-style function into an immutable graph, transform it (gradients of any order,
+forward mode, batching), and run it on a numpy reference interpreter or numba-compiled kernels.
+
+Example:
+    >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+    >>> sym = ft.trace(lambda x: fnp.sum(fnp.sin(x)))(np.zeros(3))
+    >>> float(sym(np.zeros(3)))
+    0.0
+
+Importing functrace is cheap: numba, cupy and scipy are imported only by the backends that
+need them.
+"""
+
+from . import ops as _ops  # noqa: F401  (declares every primitive)
+from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
+from . import test_util, tree_util
+from .api import (clear_caches, grad, hessian, jacobian, jacrev, stop_gradient, trace,
+                  value_and_grad, vjp)
+from .core import AVal, Graph, verify
+from .errors import (BackendError, ConcretizationError, FunctraceError, MissingRuleError,
+                     ShapeError, TracerLeakError)
+from .symbol import Symbol
+from .tracing import ShapeDtype
+
+__version__ = "0.1.0"
+
+__all__ = ["trace", "grad", "value_and_grad", "vjp", "jacrev", "jacobian", "hessian",
+           "stop_gradient", "clear_caches", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "tree_util",
+           "FunctraceError", "ShapeError", "ConcretizationError", "MissingRuleError",
+           "BackendError", "TracerLeakError"]

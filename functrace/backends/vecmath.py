@@ -1,0 +1,734 @@
+"""Vectorisable scalar math functions for numba-generated CPU loops.
+
+This file owns the branch-free scalar elementary functions (``vexp``,
+``vlog``, ``vsin``, ...) that the numba backend's code generator emits inside
+its loops, plus the ``VECMATH`` name -> function table it looks them up in.
+It imports only the standard library, numpy, numba and llvmlite: it must not
+import anything from ``functrace`` (nor should anything numba-related live in
+any other functrace file; only the numba backend imports this module).
+
+Why this exists
+---------------
+numba here has no SVML, so ``math.exp`` & co. inside an ``njit`` loop are
+scalar libm calls (exp 5.6 ns/element vs numpy's SIMD 1.0 ns, tanh 21 vs 2.3).
+The functions below are written as straight-line float/integer arithmetic with
+ternaries that LLVM turns into ``select``; a loop like::
+
+    @numba.njit(**vm.JIT_OPTIONS)
+    def f(x, out):
+        for i in range(x.shape[0]):
+            out[i] = vm.vexp(x[i])
+
+is vectorised by LLVM to 512-bit (zmm) packed code (``vfmadd...pd zmm``).
+Each function is ``@njit(inline="always", error_model="numpy",
+fastmath={"contract", "nsz", "arcp"})``.  Note that ``inline="always"``
+inlines at numba-IR level, so the *caller's* flags are what end up applying:
+generated loops should use ``JIT_OPTIONS`` (same flags).  Never use
+``fastmath=True`` (it drops inf/NaN semantics and the ``reassoc`` flag would
+break the error-free transformations used for accuracy); ``error_model=
+"python"`` in the caller adds a zero-check branch to every division, which can
+stop vectorisation of vtan/vlog/vlog1p/vtanh/vsigmoid.
+
+Design
+------
+* Range reduction with the round-to-nearest "shifter" trick
+  (``k = (x*c + 1.5*2**52) - 1.5*2**52``), whose low mantissa bits are also
+  the integer ``k``: no float->int conversion (which is UB/poison for NaN).
+* Bit casts float64<->int64 (and float32<->int32) are tiny
+  ``numba.extending.intrinsic`` s emitting ``bitcast``; ``2**k`` is built
+  from exponent bits, split in two factors so that gradual underflow rounds
+  once and overflow happens exactly where it should.
+* Polynomials are this module's own near-minimax fits (weighted least
+  squares + Lawson iterations in 50-digit mpmath), evaluated with Horner.
+* Special values (inf, NaN, 0, negative, subnormal) by clamps and selects;
+  odd functions compute on ``|x|`` and copy the sign of ``x`` back with an
+  integer ``copysign``, so ``f(-0.0) == -0.0`` holds regardless of ``nsz``.
+* sin/cos/tan: Cody-Waite reduction by pi/2 in four pieces with exact
+  products and TwoSum, giving a double-double reduced argument, for
+  ``|x| < 1e6``.  Larger |x|, inf and NaN go to libm through a call that is
+  *predicated*, not speculated: a plain ``math.sin`` in the other arm of the
+  ternary is if-converted by LLVM into 8 scalar libm calls per vector for
+  every lane (15 ms per 1e6 instead of ~1 ms).  ``_slow_libm`` declares a
+  masked vector variant (``vector-function-abi-variant``) of a wrapper, which
+  makes LLVM's loop vectoriser treat the call as needing a mask, so libm is
+  only called for the lanes that need it and the common path stays in zmm.
+* float32 arguments are computed in float64 and rounded back to float32
+  (results are then correctly rounded or within 1 float32 ulp); see
+  ``benchmarks/bench_vecmath.py`` for float32 timings.
+
+Accuracy (float64, measured with ``tests/test_vecmath.py`` against an 80-bit
+long double reference; ulp = ``np.spacing`` of the correctly rounded result)
+
+=========  ==========================================  =======  ==========
+function   tested domain                               bound    observed
+=========  ==========================================  =======  ==========
+vexp       [-745, 710] (incl. subnormal results)       1 ulp    0.51
+vexpm1     [-40, 710], [-1e-3, 1e-3]                   2 ulp    0.62
+vexp2      [-1075, 1024]                               2 ulp    0.59
+vlog       [1e-310, 1e308] log-uniform (+subnormals)   1 ulp    0.51
+vlog1p     (-1, 1e308], [-1e-3, 1e-3]                  2 ulp    0.62
+vlog2      [1e-310, 1e308]                             2 ulp    0.75
+vlog10     [1e-310, 1e308]                             2 ulp    0.89
+vsin/vcos  [-1e4, 1e4], huge up to 1e300               2 ulp    0.55
+                                                       or 4e-16 abs
+vtan       [-1e4, 1e4]                                 3 ulp    1.9
+vtanh      [-30, 30]                                   3 ulp    1.3
+vsigmoid   [-745, 40]                                  3 ulp    1.5
+verf       [-6, 6]                                     3 ulp    0.9
+=========  ==========================================  =======  ==========
+
+(The "observed" column is the maximum over the test's random samples; the
+bound column is what the tests assert.)
+
+Special values follow numpy: exp(inf)=inf, exp(-inf)=0, overflow to inf past
+709.782712893384, gradual underflow; log(0)=-inf, log(x<0)=nan,
+log(inf)=inf; sin/cos/tan(inf)=nan; tanh(+-inf)=+-1; erf(+-inf)=+-1;
+NaN in -> NaN out; odd functions keep the sign of zero.
+"""
+
+import math
+
+import llvmlite.ir as llir
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+__all__ = [
+    "VECMATH", "JIT_OPTIONS", "FASTMATH",
+    "vexp", "vexpm1", "vexp2", "vlog", "vlog1p", "vlog2", "vlog10",
+    "vsin", "vcos", "vtan", "vtanh", "vsigmoid", "verf",
+]
+
+#: fast-math flags: keep inf/NaN/signed-zero *semantics* (no nnan/ninf/reassoc)
+FASTMATH = frozenset({"contract", "nsz", "arcp"})
+#: options for the njit loops that call these functions
+JIT_OPTIONS = {"error_model": "numpy", "fastmath": set(FASTMATH)}
+_JIT = dict(inline="always", error_model="numpy", fastmath=set(FASTMATH))
+_njit = numba.njit(**_JIT)
+
+_h = float.fromhex
+
+
+# --------------------------------------------------------------------------
+# intrinsics
+# --------------------------------------------------------------------------
+
+@intrinsic
+def _f2i(typingctx, x):
+    """Bit pattern of a float64 (float32) as int64 (int32)."""
+    if x == types.float64:
+        rt = types.int64
+    elif x == types.float32:
+        rt = types.int32
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(rt))
+    return rt(x), codegen
+
+
+@intrinsic
+def _i2f(typingctx, i):
+    """float64 (float32) with the bit pattern of an int64 (int32)."""
+    if isinstance(i, types.Integer) and i.bitwidth == 64:
+        rt = types.float64
+    elif isinstance(i, types.Integer) and i.bitwidth == 32:
+        rt = types.float32
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(rt))
+    return rt(i), codegen
+
+
+@intrinsic
+def _as_result(typingctx, r, x):
+    """Cast float64 ``r`` to float32 if ``x`` is float32, else float64."""
+    rt = types.float32 if x == types.float32 else types.float64
+
+    def codegen(context, builder, sig, args):
+        return context.cast(builder, args[0], sig.args[0], rt)
+    return rt(r, x), codegen
+
+
+_VFS = (2, 4, 8, 16)
+
+
+def _masked_variant(module, name, scalar_fn, vf):
+    """Define ``<vf x double> name(<vf x double>, <vf x i1>)`` that calls
+    ``scalar_fn`` only on the active lanes (weak_odr: dedups across modules,
+    and is not dropped before the final vectorisation pass)."""
+    dbl = llir.DoubleType()
+    vt = llir.VectorType(dbl, vf)
+    mt = llir.VectorType(llir.IntType(1), vf)
+    fn = llir.Function(module, llir.FunctionType(vt, [vt, mt]), name=name)
+    fn.linkage = "weak_odr"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    x, m = fn.args
+    cur = fn.append_basic_block("entry")
+    b = llir.IRBuilder(cur)
+    res = x
+    for j in range(vf):
+        idx = llir.Constant(llir.IntType(32), j)
+        then = fn.append_basic_block("lane%d" % j)
+        nxt = fn.append_basic_block("next%d" % j)
+        b.cbranch(b.extract_element(m, idx), then, nxt)
+        b.position_at_end(then)
+        val = b.call(scalar_fn, [b.extract_element(x, idx)])
+        res2 = b.insert_element(res, val, idx)
+        b.branch(nxt)
+        b.position_at_end(nxt)
+        phi = b.phi(vt)
+        phi.add_incoming(res, cur)
+        phi.add_incoming(res2, then)
+        res, cur = phi, nxt
+    b.ret(res)
+
+
+def _slow_libm(cname):
+    """Intrinsic calling libm ``cname(double)`` so that, inside a branch of a
+    vectorised loop, it is executed only for the lanes taking that branch."""
+    wname = "__functrace_vm_%s_slow" % cname
+
+    @intrinsic
+    def slow(typingctx, x):
+        if x != types.float64:
+            return None
+
+        def codegen(context, builder, sig, args):
+            mod = builder.module
+            wrapper = mod.globals.get(wname)
+            if wrapper is None:
+                dbl = llir.DoubleType()
+                fnty = llir.FunctionType(dbl, [dbl])
+                libm = mod.globals.get(cname)
+                if libm is None:
+                    libm = llir.Function(mod, fnty, name=cname)
+                wrapper = llir.Function(mod, fnty, name=wname)
+                wrapper.linkage = "weak_odr"
+                for a in ("nounwind", "readnone", "noinline"):
+                    wrapper.attributes.add(a)
+                bb = llir.IRBuilder(wrapper.append_basic_block("entry"))
+                bb.ret(bb.call(libm, wrapper.args))
+                variants = []
+                for vf in _VFS:
+                    vname = "%s_m%d" % (wname, vf)
+                    _masked_variant(mod, vname, libm, vf)
+                    variants.append("_ZGV_LLVM_M%dv_%s(%s)" % (vf, wname, vname))
+                # llvmlite only validates well-known attribute names; this is
+                # a string attribute, rendered verbatim.
+                set.add(wrapper.attributes,
+                        '"vector-function-abi-variant"="%s"' % ",".join(variants))
+            return builder.call(wrapper, args)
+        return types.float64(types.float64), codegen
+    return slow
+
+
+_slow_sin = _slow_libm("sin")
+_slow_cos = _slow_libm("cos")
+_slow_tan = _slow_libm("tan")
+
+
+# --------------------------------------------------------------------------
+# constants
+# --------------------------------------------------------------------------
+
+_INF = math.inf
+_NAN = math.nan
+_SIGN = -0x8000000000000000          # int64 with only the sign bit set
+_ABS = 0x7FFFFFFFFFFFFFFF
+_SHIFT = _h("0x1.8p52")              # round-to-nearest-integer shifter
+_SHIFT_BITS = 0x4338000000000000     # bits of _SHIFT; low bits hold k
+_INVLN2 = _h("0x1.71547652b82fep+0")
+_INVLN2LO = _h("0x1.777d0ffda0d24p-56")  # 1/ln2 - _INVLN2
+_LN2 = _h("0x1.62e42fefa39efp-1")
+_LN2HI = _h("0x1.62e42ff000000p-1")  # 32 bits: k*_LN2HI exact for |k|<2^21
+_LN2LO = _h("-0x1.718432a1b0e26p-35")
+_TWO54 = _h("0x1p54")
+_MIN_NORMAL = _h("0x1p-1022")
+
+# exp(r) = 1 + r + r^2/2 + r^3*Q(r), |r| <= ln2/2, rel. error 5e-18
+_E0 = _h("0x1.5555555555501p-3")
+_E1 = _h("0x1.5555555553207p-5")
+_E2 = _h("0x1.11111111288cap-7")
+_E3 = _h("0x1.6c16c17cc30f1p-10")
+_E4 = _h("0x1.a01a011bfe139p-13")
+_E5 = _h("0x1.a019ab2e35959p-16")
+_E6 = _h("0x1.71df55a701c63p-19")
+_E7 = _h("0x1.289f895581964p-22")
+_E8 = _h("0x1.ad1f5c521f041p-26")
+
+# log(1+f) = f - f^2/2 + s*(f^2/2 + z*L(z)), s = f/(2+f), z = s^2
+_L0 = _h("0x1.5555555555592p-1")
+_L1 = _h("0x1.999999997fdbdp-2")
+_L2 = _h("0x1.24924941f0b0fp-2")
+_L3 = _h("0x1.c71c52098060bp-3")
+_L4 = _h("0x1.74663ef4e67eap-3")
+_L5 = _h("0x1.39a1b721f2f56p-3")
+_L6 = _h("0x1.2f05a074c197ap-3")
+_SQRT_HALF_BITS = 0x3FE6A09E667F3BCD
+_EXP_MASK_HI = -0x10000000000000     # 0xFFF0000000000000 as int64
+_INVLN10 = _h("0x1.bcb7b1526e50ep-2")
+_LOG10_2HI = _h("0x1.3441350a00000p-2")
+_LOG10_2LO = _h("-0x1.0c0219dc1da99p-39")
+
+# sin(y) = y + y^3*S(y^2), cos(y) = 1 - y^2/2 + y^4*C(y^2), |y| <= pi/4
+_S0 = _h("-0x1.5555555555548p-3")
+_S1 = _h("0x1.111111110f7cfp-7")
+_S2 = _h("-0x1.a01a019bfdd44p-13")
+_S3 = _h("0x1.71de3567bab57p-19")
+_S4 = _h("-0x1.ae5e5a7d692f5p-26")
+_S5 = _h("0x1.5d8fcbabf80ecp-33")
+_C0 = _h("0x1.555555555554bp-5")
+_C1 = _h("-0x1.6c16c16c14f94p-10")
+_C2 = _h("0x1.a01a019c848efp-16")
+_C3 = _h("-0x1.27e4f7eaf0979p-22")
+_C4 = _h("0x1.1ee9d7d1ebe73p-29")
+_C5 = _h("-0x1.8fa4a8d63dac3p-37")
+# pi/2 = _P1 + _P2 + _P3 + _P3T; _P1.._P3 have <= 33 bits so k*_Pi is exact
+_TWO_OVER_PI = _h("0x1.45f306dc9c883p-1")
+_P1 = _h("0x1.921fb54400000p+0")
+_P2 = _h("0x1.0b4611a600000p-34")
+_P3 = _h("0x1.3198a2e000000p-69")
+_P3T = _h("0x1.b839a252049c1p-104")
+_TRIG_LIMIT = 1.0e6                  # k < 2^20 below this
+_TINY = _h("0x1p-30")
+
+# erf(x) = x + x*P(x^2) on [0, 0.84375]
+_ERF_S = tuple(_h(v) for v in (
+    "0x1.06eba8214db68p-3", "-0x1.812746b037998p-2", "0x1.ce2f21a03e8cfp-4",
+    "-0x1.b82ce31121a93p-6", "0x1.565bccd0a1a21p-8", "-0x1.c02da78fd2d73p-11",
+    "0x1.f9a195fdcb936p-14", "-0x1.f4b1cb392723bp-17", "0x1.b830e3b813637p-20",
+    "-0x1.50fdbd04a12efp-23", "0x1.6e5d73a6a9e7dp-27",
+))
+# erf(x) = P(x - 1) on [0.84375, 1.25]
+_ERF_MID = tuple(_h(v) for v in (
+    "0x1.af767a741088bp-1", "0x1.a911f096fbc26p-2", "-0x1.a911f096fbc10p-2",
+    "0x1.1b614b0f52818p-3", "0x1.1b614b0f49d99p-4", "-0x1.1b614b0f43a01p-4",
+    "0x1.2e45a5b762b8ap-8", "0x1.f096fcf0e7d1cp-7", "-0x1.39115c3845f1cp-8",
+    "-0x1.ee2f58804da5bp-10", "0x1.418054918af80p-10", "0x1.62e598f2ac06bp-14",
+    "-0x1.a5114bd592d39p-13", "0x1.0abb68bd9f366p-15", "0x0p+0",
+    "0x0p+0",
+))
+# erf(x) = 1 - exp(-x^2)*P(x - 2) on [1.25, 2.75] (used on [1.25, 2.625))
+_ERF_TA = tuple(_h(v) for v in (
+    "0x1.058671b52c77fp-2", "-0x1.b57034efd3ef6p-4", "0x1.5672b9ea0f924p-5",
+    "-0x1.fa9d3ac992f27p-7", "0x1.6490721a2abeep-8", "-0x1.e028e861e60d5p-10",
+    "0x1.369ff874acbbbp-11", "-0x1.83823c0d3cb8cp-13", "0x1.d37c1316915efp-15",
+    "-0x1.11581f4bb1b14p-16", "0x1.3693911baccebp-18", "-0x1.585ef490e67dfp-20",
+    "0x1.718297b96fa0bp-22", "-0x1.7057e980537a0p-24", "0x1.b524d6d7cfd85p-26",
+    "-0x1.3551641d43203p-27",
+))
+# erf(x) = 1 - exp(-x^2)*P(x - 4.25) on [2.5, 6] (used on [2.625, 6])
+_ERF_TB = tuple(_h(v) for v in (
+    "0x1.08e62ce842442p-3", "-0x1.da395381e59e8p-6", "0x1.9ef711e603cd0p-8",
+    "-0x1.6373107f8b06fp-10", "0x1.2a6a7a78e0b0bp-12", "-0x1.eb2b74bb65f8bp-15",
+    "0x1.8f0c727bf7ca6p-17", "-0x1.3e1c39a032d6bp-19", "0x1.834469111b74ep-22",
+    "-0x1.d8d740c8e5369p-23", "-0x1.538493aeb4dcbp-24", "-0x1.8631fba6ce7c8p-25",
+    "-0x1.625b16b8e4a50p-27", "-0x1.8e429e929ad80p-30", "0x0p+0",
+    "0x0p+0",
+))
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+@_njit
+def _copysign(r, x):
+    """|r| with the sign of x (float64), by integer bit operations."""
+    return _i2f((_f2i(r) & _ABS) | (_f2i(x) & _SIGN))
+
+
+@_njit
+def _pow2(k):
+    """2.0**k for -1022 <= k <= 1023 (int64)."""
+    return _i2f((k + 1023) << 52)
+
+
+@_njit
+def _exp_poly(r):
+    return _E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * (_E4 + r * (
+        _E5 + r * (_E6 + r * (_E7 + r * _E8)))))))
+
+
+# --------------------------------------------------------------------------
+# exp family
+# --------------------------------------------------------------------------
+
+@_njit
+def _exp64(x):
+    # clamp keeps k in range; NaN passes both comparisons unchanged
+    x = 1100.0 if x > 1100.0 else x
+    x = -1100.0 if x < -1100.0 else x
+    kd = x * _INVLN2 + _SHIFT
+    k = _f2i(kd) - _SHIFT_BITS
+    kd = kd - _SHIFT
+    a = x - kd * _LN2HI                     # exact
+    lo = kd * _LN2LO
+    r = a - lo
+    c = (a - r) - lo                        # rounding error of r
+    hi = 1.0 + r
+    p = hi + (((1.0 - hi) + r) + (c + (r * r) * (0.5 + r * _exp_poly(r))))
+    k1 = k >> 1
+    # two factors: exact overflow threshold, single rounding on underflow
+    return (p * _pow2(k1)) * _pow2(k - k1)
+
+
+@_njit
+def _exp2_64(x):
+    x = 1100.0 if x > 1100.0 else x
+    x = -1100.0 if x < -1100.0 else x
+    kd = x + _SHIFT
+    k = _f2i(kd) - _SHIFT_BITS
+    kd = kd - _SHIFT
+    f = x - kd                              # exact, |f| <= 1/2
+    r = f * _LN2HI + f * _LN2LO
+    hi = 1.0 + r
+    p = hi + (((1.0 - hi) + r) + (r * r) * (0.5 + r * _exp_poly(r)))
+    k1 = k >> 1
+    return (p * _pow2(k1)) * _pow2(k - k1)
+
+
+@_njit
+def _expm1_64(x):
+    ax = abs(x)
+    x = 710.0 if x > 710.0 else x
+    x = -60.0 if x < -60.0 else x
+    kd = x * _INVLN2 + _SHIFT
+    k = _f2i(kd) - _SHIFT_BITS
+    kd = kd - _SHIFT
+    a = x - kd * _LN2HI                     # exact
+    lo = kd * _LN2LO
+    r = a - lo
+    c = (a - r) - lo                        # rounding error of r
+    # expm1(x) = 2*(t*(1 + expm1(r)) - 1/2), t = 2^(k-1): no overflow at k=1024
+    t = _pow2(k - 1)
+    a = t - 0.5
+    b = t * r                               # exact
+    u = a + b
+    e = (a - u) + b                         # Fast2Sum: |a| >= |b| or a == 0
+    res = 2.0 * (u + (e + t * (c + (r * r) * (0.5 + r * _exp_poly(r)))))
+    res = x if ax < _TINY else res          # also keeps subnormals exact
+    return _copysign(res, x)
+
+
+# --------------------------------------------------------------------------
+# log family
+# --------------------------------------------------------------------------
+
+@_njit
+def _log_kernel(x):
+    """For finite x > 0 (incl. subnormal): (k, f, s*(hfsq + R) - hfsq) with
+    x = 2^k * (1 + f), 1 + f in [sqrt(1/2), sqrt(2)), log(1+f) = f + third."""
+    sub = x < _MIN_NORMAL
+    xs = x * _TWO54 if sub else x
+    ix = _f2i(xs)
+    tmp = ix - _SQRT_HALF_BITS
+    k = (tmp >> 52) - (54 if sub else 0)
+    m = _i2f(ix - (tmp & _EXP_MASK_HI))
+    f = m - 1.0                             # exact
+    s = f / (2.0 + f)
+    z = s * s
+    R = z * (_L0 + z * (_L1 + z * (_L2 + z * (_L3 + z * (_L4 + z * (
+        _L5 + z * _L6))))))
+    hfsq = 0.5 * f * f
+    return k, f, hfsq, s * (hfsq + R)
+
+
+@_njit
+def _log_special(res, x):
+    res = res if x >= 0.0 else _NAN        # negative and NaN
+    res = -_INF if x == 0.0 else res
+    res = _INF if x == _INF else res
+    return res
+
+
+@_njit
+def _log64(x):
+    k, f, hfsq, t = _log_kernel(x)
+    dk = float(k)
+    res = dk * _LN2HI - ((hfsq - (t + dk * _LN2LO)) - f)
+    return _log_special(res, x)
+
+
+@_njit
+def _log2_64(x):
+    k, f, hfsq, t = _log_kernel(x)
+    # log1p(f) = f + (t - hfsq) as hi + lo, then scaled by 1/ln2
+    hi = f - hfsq
+    lo = ((f - hi) - hfsq) + t
+    res = float(k) + (hi * _INVLN2 + (lo * _INVLN2 + hi * _INVLN2LO))
+    return _log_special(res, x)
+
+
+@_njit
+def _log10_64(x):
+    k, f, hfsq, t = _log_kernel(x)
+    dk = float(k)
+    hi = f - hfsq
+    lo = ((f - hi) - hfsq) + t
+    res = dk * _LOG10_2HI + ((dk * _LOG10_2LO + lo * _INVLN10) + hi * _INVLN10)
+    return _log_special(res, x)
+
+
+@_njit
+def _log1p64(x):
+    u = 1.0 + x
+    # TwoSum: c = (1 + x) - u exactly
+    bp = u - x
+    c = (1.0 - bp) + (x - (u - bp))
+    k, f, hfsq, t = _log_kernel(u)
+    dk = float(k)
+    res = dk * _LN2HI - ((hfsq - (t + (dk * _LN2LO + c / u))) - f)
+    res = _copysign(res, x)                 # log1p(-0.0) = -0.0
+    res = res if x >= -1.0 else _NAN
+    res = -_INF if x == -1.0 else res
+    res = _INF if x == _INF else res
+    return res
+
+
+# --------------------------------------------------------------------------
+# trigonometric
+# --------------------------------------------------------------------------
+
+@_njit
+def _reduce_pio2(ax):
+    """ax = k*pi/2 + (hi + lo) for 0 <= ax < _TRIG_LIMIT; returns (k, hi, lo)
+    with |hi| <= pi/4 (+ulp) and the pair accurate to ~1e-40 absolute."""
+    kd = ax * _TWO_OVER_PI + _SHIFT
+    k = _f2i(kd) - _SHIFT_BITS
+    kd = kd - _SHIFT
+    a = ax - kd * _P1                       # exact (k*P1 exact, Sterbenz)
+    p2 = kd * _P2                           # exact
+    b = a - p2
+    bb = b - a
+    e1 = (a - (b - bb)) - (p2 + bb)         # TwoSum error of a - p2
+    p3 = kd * _P3                           # exact
+    c = b - p3
+    cc = c - b
+    e2 = (b - (c - cc)) - (p3 + cc)         # TwoSum error of b - p3
+    lo = (e1 + e2) - kd * _P3T
+    hi = c + lo
+    lo = lo - (hi - c)
+    return k, hi, lo
+
+
+@_njit
+def _ksin(y, yl):
+    z = y * y
+    r = _S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * _S5)))
+    v = z * y
+    return y - ((z * (0.5 * yl - v * r) - yl) - v * _S0)
+
+
+@_njit
+def _kcos(y, yl):
+    z = y * y
+    r = z * (z * (_C0 + z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * _C5))))))
+    hz = 0.5 * z
+    w = 1.0 - hz
+    return w + (((1.0 - w) - hz) + (r - y * yl))
+
+
+@_njit
+def _sin64(x):
+    ax = abs(x)
+    k, hi, lo = _reduce_pio2(ax)
+    s = _ksin(hi, lo)
+    s = ax if ax < _TINY else s
+    c = _kcos(hi, lo)
+    v = c if (k & 1) != 0 else s
+    res = _i2f(_f2i(v) ^ ((k & 2) << 62) ^ (_f2i(x) & _SIGN))
+    return res if ax < _TRIG_LIMIT else _slow_sin(x)
+
+
+@_njit
+def _cos64(x):
+    ax = abs(x)
+    k, hi, lo = _reduce_pio2(ax)
+    s = _ksin(hi, lo)
+    c = _kcos(hi, lo)
+    v = s if (k & 1) != 0 else c
+    res = _i2f(_f2i(v) ^ (((k + 1) & 2) << 62))
+    return res if ax < _TRIG_LIMIT else _slow_cos(x)
+
+
+@_njit
+def _tan64(x):
+    ax = abs(x)
+    k, hi, lo = _reduce_pio2(ax)
+    s = _ksin(hi, lo)
+    s = ax if ax < _TINY else s
+    c = _kcos(hi, lo)
+    odd = (k & 1) != 0
+    num = c if odd else s
+    den = s if odd else c
+    v = num / den
+    res = _i2f(_f2i(v) ^ ((k & 1) << 63) ^ (_f2i(x) & _SIGN))
+    return res if ax < _TRIG_LIMIT else _slow_tan(x)
+
+
+# --------------------------------------------------------------------------
+# tanh, sigmoid, erf
+# --------------------------------------------------------------------------
+
+@_njit
+def _tanh64(x):
+    ax = abs(x)
+    ax = 40.0 if ax > 40.0 else ax          # tanh(40) == 1.0; inf -> 1
+    e = _expm1_64(2.0 * ax)
+    return _copysign(e / (e + 2.0), x)
+
+
+@_njit
+def _sigmoid64(x):
+    e = _exp64(-abs(x))
+    num = 1.0 if x >= 0.0 else e
+    return num / (1.0 + e)
+
+
+@_njit
+def _sel3(a, b, c, ma, mb):
+    return a if ma else (b if mb else c)
+
+
+@_njit
+def _erf64(x):
+    ax = abs(x)
+    ax = 6.0 if ax > 6.0 else ax            # erf(6) == 1.0; inf -> 1
+    z = ax * ax
+    S = _ERF_S
+    ps = S[0] + z * (S[1] + z * (S[2] + z * (S[3] + z * (S[4] + z * (
+        S[5] + z * (S[6] + z * (S[7] + z * (S[8] + z * (S[9] + z * S[10])))))))))
+    small = ax + ax * ps
+    mid = ax < 1.25
+    ta = ax < 2.625
+    M, A, B = _ERF_MID, _ERF_TA, _ERF_TB
+    u = ax - _sel3(1.0, 2.0, 4.25, mid, ta)
+    p = _sel3(M[15], A[15], B[15], mid, ta)
+    p = _sel3(M[14], A[14], B[14], mid, ta) + u * p
+    p = _sel3(M[13], A[13], B[13], mid, ta) + u * p
+    p = _sel3(M[12], A[12], B[12], mid, ta) + u * p
+    p = _sel3(M[11], A[11], B[11], mid, ta) + u * p
+    p = _sel3(M[10], A[10], B[10], mid, ta) + u * p
+    p = _sel3(M[9], A[9], B[9], mid, ta) + u * p
+    p = _sel3(M[8], A[8], B[8], mid, ta) + u * p
+    p = _sel3(M[7], A[7], B[7], mid, ta) + u * p
+    p = _sel3(M[6], A[6], B[6], mid, ta) + u * p
+    p = _sel3(M[5], A[5], B[5], mid, ta) + u * p
+    p = _sel3(M[4], A[4], B[4], mid, ta) + u * p
+    p = _sel3(M[3], A[3], B[3], mid, ta) + u * p
+    p = _sel3(M[2], A[2], B[2], mid, ta) + u * p
+    p = _sel3(M[1], A[1], B[1], mid, ta) + u * p
+    p = _sel3(M[0], A[0], B[0], mid, ta) + u * p
+    big = p if mid else 1.0 - _exp64(-z) * p
+    res = small if ax < 0.84375 else big
+    return _copysign(res, x)
+
+
+# --------------------------------------------------------------------------
+# public functions: float32 in -> float32 out (computed in float64)
+# --------------------------------------------------------------------------
+
+@_njit
+def vexp(x):
+    """e**x"""
+    return _as_result(_exp64(np.float64(x)), x)
+
+
+@_njit
+def vexp2(x):
+    """2**x"""
+    return _as_result(_exp2_64(np.float64(x)), x)
+
+
+@_njit
+def vexpm1(x):
+    """e**x - 1"""
+    return _as_result(_expm1_64(np.float64(x)), x)
+
+
+@_njit
+def vlog(x):
+    """natural logarithm"""
+    return _as_result(_log64(np.float64(x)), x)
+
+
+@_njit
+def vlog2(x):
+    """base-2 logarithm"""
+    return _as_result(_log2_64(np.float64(x)), x)
+
+
+@_njit
+def vlog10(x):
+    """base-10 logarithm"""
+    return _as_result(_log10_64(np.float64(x)), x)
+
+
+@_njit
+def vlog1p(x):
+    """log(1 + x)"""
+    return _as_result(_log1p64(np.float64(x)), x)
+
+
+@_njit
+def vsin(x):
+    """sine (radians)"""
+    return _as_result(_sin64(np.float64(x)), x)
+
+
+@_njit
+def vcos(x):
+    """cosine (radians)"""
+    return _as_result(_cos64(np.float64(x)), x)
+
+
+@_njit
+def vtan(x):
+    """tangent (radians)"""
+    return _as_result(_tan64(np.float64(x)), x)
+
+
+@_njit
+def vtanh(x):
+    """hyperbolic tangent"""
+    return _as_result(_tanh64(np.float64(x)), x)
+
+
+@_njit
+def vsigmoid(x):
+    """logistic function 1 / (1 + exp(-x))"""
+    return _as_result(_sigmoid64(np.float64(x)), x)
+
+
+@_njit
+def verf(x):
+    """error function"""
+    return _as_result(_erf64(np.float64(x)), x)
+
+
+#: name -> scalar njit function, for the code generator (``vm.VECMATH[name]``
+#: or ``vm.v<name>``); "logistic" and "expit" are aliases of "sigmoid".
+VECMATH = {
+    "exp": vexp,
+    "exp2": vexp2,
+    "expm1": vexpm1,
+    "log": vlog,
+    "log2": vlog2,
+    "log10": vlog10,
+    "log1p": vlog1p,
+    "sin": vsin,
+    "cos": vcos,
+    "tan": vtan,
+    "tanh": vtanh,
+    "sigmoid": vsigmoid,
+    "logistic": vsigmoid,
+    "expit": vsigmoid,
+    "erf": verf,
+}

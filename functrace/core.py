@@ -1,0 +1,441 @@
+"""The IR: abstract values, variables, literals, equations, graphs, and the op declaration.
+
+This file owns the data types every other layer speaks: ``AVal`` (shape + dtype), ``Var``,
+``Lit``, ``Eqn``, ``Graph`` and ``Op`` (one registry entry), plus ``verify``. It imports
+nothing from functrace except ``errors``.
+
+Invariants:
+* Every type is immutable. ``Var`` has identity semantics (two Vars are the same variable
+  only if they are the same object); ``Graph`` equality and hash are *structural*: two graphs
+  that differ only in which Var objects they use compare and hash equal, so a Graph can be a
+  cache key and CSE is a dict lookup.
+* A Graph is in single-assignment form and topologically ordered by construction: every
+  equation reads only graph inputs, literals, or outputs of earlier equations.
+* Params are hashable (ints, floats, strings, tuples, numpy dtypes, Graphs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import FunctraceError, ShapeError
+
+__all__ = [
+    "AVal", "Var", "Lit", "Eqn", "Graph", "Op", "Params", "SourceInfo", "verify",
+    "to_dtype", "registry", "get_op",
+]
+
+
+def to_dtype(dt: Any) -> np.dtype:
+    """Normalise anything numpy accepts as a dtype, rejecting object/string dtypes."""
+    d = np.dtype(dt)
+    if d.kind not in "biufc":
+        raise TypeError(
+            f"functrace arrays hold bool, integer, float or complex data; got dtype {d}. "
+            "Convert with np.asarray(x, dtype=float) first.")
+    return d
+
+
+class AVal:
+    """Abstract value: the shape and dtype of an array, without its data.
+
+    >>> AVal((2, 3), "float32")
+    f32[2,3]
+    """
+
+    __slots__ = ("shape", "dtype", "_hash")
+
+    def __init__(self, shape, dtype):
+        shape = tuple(int(d) for d in shape)
+        for d in shape:
+            if d < 0:
+                raise ShapeError(f"negative dimension in shape {shape}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", to_dtype(dtype))
+        object.__setattr__(self, "_hash", hash((shape, self.dtype.str)))
+
+    def __setattr__(self, k, v):
+        raise AttributeError("AVal is immutable")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __eq__(self, other):
+        return (isinstance(other, AVal) and self.shape == other.shape
+                and self.dtype == other.dtype)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"{dtype_short(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def __reduce__(self):
+        return (AVal, (self.shape, self.dtype))
+
+    @staticmethod
+    def of(x) -> AVal:
+        """The AVal of a concrete array or Python scalar (numpy's dtype rules)."""
+        if isinstance(x, np.ndarray):
+            return AVal(x.shape, x.dtype)
+        return AVal(np.shape(x), np.asarray(x).dtype)
+
+
+_SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+          "uint64": "u64", "bool": "bool", "complex64": "c64", "complex128": "c128"}
+_LONG = {v: k for k, v in _SHORT.items()}
+
+
+def dtype_short(dt: np.dtype) -> str:
+    return _SHORT.get(np.dtype(dt).name, np.dtype(dt).name)
+
+
+def dtype_from_short(s: str) -> np.dtype:
+    return np.dtype(_LONG.get(s, s))
+
+
+_var_ids = itertools.count()
+
+
+class Var:
+    """A graph variable: an SSA name with an abstract value. Identity semantics."""
+
+    __slots__ = ("aval", "_id")
+
+    def __init__(self, aval: AVal):
+        self.aval = aval
+        self._id = next(_var_ids)
+
+    def __repr__(self):
+        return f"Var#{self._id}:{self.aval!r}"
+
+
+class Lit:
+    """A literal constant: an immutable numpy array (0-d for scalars) with value semantics.
+
+    Two literals are equal when their dtype, shape and bytes are equal (so ``-0.0`` and
+    ``0.0`` differ, and NaN equals NaN), which keeps CSE and graph equality exact.
+    """
+
+    __slots__ = ("val", "aval", "_hash")
+
+    def __init__(self, val):
+        arr = np.array(val, copy=True) if not isinstance(val, np.ndarray) else val.copy()
+        to_dtype(arr.dtype)
+        arr.flags.writeable = False
+        self.val = arr
+        self.aval = AVal(arr.shape, arr.dtype)
+        self._hash = None
+
+    def _key(self):
+        return (self.aval, self.val.tobytes())
+
+    def __eq__(self, other):
+        return (isinstance(other, Lit) and self.aval == other.aval
+                and (self.val is other.val or self.val.tobytes() == other.val.tobytes()))
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash(self._key())
+        return self._hash
+
+    def __repr__(self):
+        return f"Lit({self.val!r})"
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.val.ndim == 0
+
+
+Atom = Var | Lit
+
+
+class Params(Mapping):
+    """An immutable, hashable mapping of equation parameters (sorted by key)."""
+
+    __slots__ = ("_items", "_d", "_hash")
+
+    def __init__(self, d: Mapping | None = None):
+        items = tuple(sorted((d or {}).items()))
+        self._items = items
+        self._d = dict(items)
+        self._hash = None
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __eq__(self, other):
+        if isinstance(other, Params):
+            return self._items == other._items
+        return isinstance(other, Mapping) and self._d == dict(other)
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash(self._items)
+        return self._hash
+
+    def __repr__(self):
+        return "Params(" + ", ".join(f"{k}={v!r}" for k, v in self._items) + ")"
+
+    def replace(self, **kw) -> Params:
+        d = dict(self._d)
+        d.update(kw)
+        return Params(d)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """Where in user code an equation was recorded (never part of equality)."""
+
+    filename: str
+    lineno: int
+    function: str = ""
+    line: str = ""
+
+    def __str__(self):
+        return f"{self.filename}:{self.lineno}"
+
+
+class Eqn:
+    """One equation: ``outputs = op(*inputs, **params)``.
+
+    Equality is structural on (op, inputs, params, output avals); ``source`` is metadata.
+    """
+
+    __slots__ = ("op", "inputs", "params", "outputs", "source")
+
+    def __init__(self, op: Op, inputs, params, outputs, source: SourceInfo | None = None):
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "inputs", tuple(inputs))
+        object.__setattr__(self, "params", params if isinstance(params, Params)
+                           else Params(params))
+        object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "source", source)
+
+    def __setattr__(self, k, v):
+        raise AttributeError("Eqn is immutable")
+
+    def __repr__(self):
+        return f"Eqn({self.op.name}, {self.inputs}, {self.params}, {self.outputs})"
+
+
+class Graph:
+    """A closed, typed, single-assignment graph: ``outputs = f(*inputs)``.
+
+    Attributes:
+        inputs: the input Vars, in order.
+        eqns: the equations, topologically ordered.
+        outputs: the output atoms (Vars or Lits), in order.
+
+    Equality and hashing are structural (alpha-equivalent graphs are equal).
+    """
+
+    __slots__ = ("inputs", "eqns", "outputs", "_key", "_hash", "__weakref__")
+
+    def __init__(self, inputs, eqns, outputs):
+        object.__setattr__(self, "inputs", tuple(inputs))
+        object.__setattr__(self, "eqns", tuple(eqns))
+        object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "_key", None)
+        object.__setattr__(self, "_hash", None)
+
+    def __setattr__(self, k, v):
+        raise AttributeError("Graph is immutable")
+
+    @property
+    def in_avals(self) -> tuple[AVal, ...]:
+        return tuple(v.aval for v in self.inputs)
+
+    @property
+    def out_avals(self) -> tuple[AVal, ...]:
+        return tuple(a.aval for a in self.outputs)
+
+    def canonical_key(self) -> tuple:
+        """A hashable structural key: variables renamed by first definition order."""
+        if self._key is None:
+            names: dict[Var, int] = {}
+
+            def name(a):
+                if isinstance(a, Var):
+                    return names.get(a, ("free", a.aval))
+                return a
+
+            for v in self.inputs:
+                names[v] = len(names)
+            ins = tuple(v.aval for v in self.inputs)
+            eqs = []
+            for e in self.eqns:
+                row = (e.op.name, tuple(name(a) for a in e.inputs), e.params,
+                       tuple(o.aval for o in e.outputs))
+                for o in e.outputs:
+                    names[o] = len(names)
+                eqs.append(row)
+            outs = tuple(name(a) for a in self.outputs)
+            object.__setattr__(self, "_key", (ins, tuple(eqs), outs))
+        return self._key
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        return isinstance(other, Graph) and hash(self) == hash(other) and \
+            self.canonical_key() == other.canonical_key()
+
+    def __hash__(self):
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(self.canonical_key()))
+        return self._hash
+
+    def __repr__(self):
+        return f"<Graph {len(self.inputs)} inputs, {len(self.eqns)} eqns, " \
+               f"{len(self.outputs)} outputs>"
+
+    def __str__(self):
+        from .printing import graph_to_text   # printing is a sibling leaf; lazy to keep core leaf
+        return graph_to_text(self)
+
+
+# --------------------------------------------------------------------------------------------
+# The op declaration
+# --------------------------------------------------------------------------------------------
+
+registry: dict[str, Op] = {}
+
+
+@dataclasses.dataclass(eq=False)
+class Op:
+    """Everything about one primitive, in one declaration.
+
+    Attributes:
+        name: unique primitive name; the Python object is conventionally ``<name>_p``.
+        abstract_eval: ``(*avals, **params) -> AVal | tuple[AVal, ...]``; raises ShapeError
+            or TypeError with a message naming the problem.
+        impl: the numpy implementation ``(*arrays, **params) -> array | tuple``; the living
+            definition every backend is tested against. ``xp`` (the array module) is passed
+            as keyword when ``impl_takes_xp`` is set.
+        multiple_results: whether the op returns a tuple.
+        vjp: reverse rule ``(cts, inputs, outputs, **params) -> tuple[ct | None, ...]``
+            written with op-level functions (so it is differentiable itself). ``cts`` is a
+            tuple with one cotangent per output (None where the cotangent is zero).
+        jvp: forward rule ``(primals, tangents, outputs, **params) -> tangents_out`` (tangent
+            None means symbolic zero).
+        batch: batching rule ``(args, dims, **params) -> (outs, out_dims)``.
+        kernel: scalar expression template for elementwise ops, e.g. ``"math.sin({0})"``.
+        elementwise, reduction, linear: structural flags used by passes and backends.
+        differentiable: False for ops with no derivative (argmax, ...): differentiating
+            through one is a MissingRuleError. Piecewise-constant ops (floor, comparisons)
+            are differentiable with a zero rule (``zero_grad=True``).
+        zero_grad: the derivative is zero everywhere it exists (floor, sign, comparisons).
+    """
+
+    name: str
+    abstract_eval: Callable[..., Any]
+    impl: Callable[..., Any]
+    multiple_results: bool = False
+    vjp: Callable[..., Any] | None = None
+    jvp: Callable[..., Any] | None = None
+    batch: Callable[..., Any] | None = None
+    kernel: str | None = None
+    elementwise: bool = False
+    reduction: bool = False
+    linear: bool = False
+    differentiable: bool = True
+    zero_grad: bool = False
+    transpose: Callable[..., Any] | None = None
+    doc: str = ""
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.name in registry:
+            raise ValueError(f"op {self.name!r} is declared twice")
+        registry[self.name] = self
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+    def __reduce__(self):
+        return (get_op, (self.name,))
+
+    def def_vjp(self, rule):
+        self.vjp = rule
+        return rule
+
+    def def_jvp(self, rule):
+        self.jvp = rule
+        return rule
+
+    def def_batch(self, rule):
+        self.batch = rule
+        return rule
+
+
+def get_op(name: str) -> Op:
+    try:
+        return registry[name]
+    except KeyError:
+        raise FunctraceError(f"unknown op {name!r} (is the module that declares it "
+                             "imported?)") from None
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+# --------------------------------------------------------------------------------------------
+
+def verify(g: Graph) -> None:
+    """Re-check every invariant of a graph; raise FunctraceError naming the first violation.
+
+    Checks single assignment, that every read is defined earlier, and that each equation's
+    output types equal its op's abstract_eval on the input types (recursively for sub-graphs
+    held in params).
+
+    >>> from functrace.core import Graph, Var, AVal
+    >>> x = Var(AVal((), "float64")); verify(Graph([x], [], [x]))
+    """
+    defined: set[Var] = set()
+    for v in g.inputs:
+        if not isinstance(v, Var):
+            raise FunctraceError(f"graph input {v!r} is not a Var")
+        if v in defined:
+            raise FunctraceError(f"graph input {v!r} appears twice")
+        defined.add(v)
+    for i, e in enumerate(g.eqns):
+        for a in e.inputs:
+            if isinstance(a, Var) and a not in defined:
+                raise FunctraceError(f"eqn {i} ({e.op.name}) reads {a!r} before it is defined")
+            if not isinstance(a, Var | Lit):
+                raise FunctraceError(f"eqn {i} ({e.op.name}) has a non-atom input {a!r}")
+        try:
+            out = e.op.abstract_eval(*(a.aval for a in e.inputs), **e.params)
+        except Exception as exc:
+            raise FunctraceError(f"eqn {i} ({e.op.name}) fails its type rule: {exc}") from exc
+        outs = tuple(out) if e.op.multiple_results else (out,)
+        got = tuple(o.aval for o in e.outputs)
+        if outs != got:
+            raise FunctraceError(f"eqn {i} ({e.op.name}) declares outputs {got} but its type "
+                                 f"rule gives {outs}")
+        for o in e.outputs:
+            if o in defined:
+                raise FunctraceError(f"eqn {i} ({e.op.name}) redefines {o!r}")
+            defined.add(o)
+        for p in e.params.values():
+            if isinstance(p, Graph):
+                verify(p)
+    for a in g.outputs:
+        if isinstance(a, Var) and a not in defined:
+            raise FunctraceError(f"graph output {a!r} is not defined")

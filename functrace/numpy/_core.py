@@ -1,0 +1,160 @@
+"""functrace.numpy's machinery: eager dispatch, numpy dtype promotion, explicit broadcasting.
+
+Owns the rules that make ``fnp.f`` behave exactly like ``np.f``: outside any transform a
+function calls numpy directly (so values, dtypes and shapes *are* numpy's); inside one, dtypes
+are resolved by asking numpy itself (``ufunc.resolve_dtypes``, or numpy on a 1-element dummy for
+non-ufuncs, cached per dtype signature), operands are cast with ``convert_element_type`` and
+broadcast with ``broadcast_in_dim``, and only then is the op bound. Ops never promote.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import ops
+from ..core import AVal
+from ..tracing import Tracer, _current
+
+__all__ = ["tracing_active", "is_traced", "asarray_any", "aval", "dtype_key", "resolve_ufunc",
+           "cast", "bcast", "broadcast_all", "ufunc_apply", "normalize_axis", "normalize_axes",
+           "result_dtype_like_numpy"]
+
+
+def tracing_active() -> bool:
+    return _current.get() is not None
+
+
+def is_traced(*xs) -> bool:
+    return _current.get() is not None
+
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def aval(x) -> AVal:
+    if isinstance(x, Tracer):
+        return x.aval
+    if isinstance(x, np.ndarray):
+        return AVal(x.shape, x.dtype)
+    return AVal.of(np.asarray(x))
+
+
+def asarray_any(x):
+    """Tracers pass through; everything else becomes a numpy array (rejecting object data)."""
+    if isinstance(x, Tracer):
+        return x
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "biufc":
+            raise TypeError(f"functrace cannot trace arrays of dtype {x.dtype}")
+        return x
+    if isinstance(x, list | tuple) and any(isinstance(e, Tracer) for e in _iter_nested(x)):
+        from ._shape import stack
+        return stack([asarray_any(e) for e in x])
+    a = np.asarray(x)
+    if a.dtype.kind not in "biufc":
+        raise TypeError(f"functrace cannot use {type(x).__name__} {x!r:.60} as an array "
+                        f"(dtype {a.dtype})")
+    return a
+
+
+def _iter_nested(x):
+    for e in x:
+        if isinstance(e, list | tuple):
+            yield from _iter_nested(e)
+        else:
+            yield e
+
+
+def dtype_key(x):
+    """A dtype for numpy's resolution: Python scalars stay *weak* (NEP 50)."""
+    if isinstance(x, bool):
+        return np.dtype(bool)
+    if isinstance(x, _PY_SCALARS):
+        return type(x)
+    if isinstance(x, Tracer):
+        return x.dtype
+    return np.asarray(x).dtype
+
+
+@functools.lru_cache(maxsize=4096)
+def resolve_ufunc(uf: np.ufunc, dtypes: tuple):
+    """(input dtypes, output dtype) numpy's ufunc machinery picks for these operands."""
+    res = uf.resolve_dtypes(dtypes + (None,) * uf.nout)
+    return tuple(res[:uf.nin]), res[uf.nin]
+
+
+def cast(x, dtype):
+    """Convert to ``dtype`` (Python scalars become 0-d arrays of it)."""
+    dtype = np.dtype(dtype)
+    if isinstance(x, _PY_SCALARS):
+        return np.asarray(x, dtype=dtype)
+    if isinstance(x, Tracer):
+        return x if x.dtype == dtype else ops.convert_element_type(x, dtype)
+    x = np.asarray(x)
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
+def bcast(x, shape):
+    """numpy-style broadcast to ``shape``; 0-d operands are left 0-d (ops broadcast them)."""
+    xs = np.shape(x) if not isinstance(x, Tracer) else x.shape
+    if xs == tuple(shape) or xs == ():
+        return x
+    return ops.broadcast_to_shape(x, tuple(shape))
+
+
+def broadcast_all(*xs):
+    shapes = [x.shape if isinstance(x, Tracer) else np.shape(x) for x in xs]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(f"operands could not be broadcast together with shapes "
+                         f"{' '.join(str(s) for s in shapes)}") from None
+    return shape, [bcast(x, shape) for x in xs]
+
+
+def ufunc_apply(uf: np.ufunc, prim_fn, *args):
+    """Trace ``uf(*args)`` as ``prim_fn`` with numpy's promotion and broadcasting."""
+    args = [a if isinstance(a, _PY_SCALARS) else asarray_any(a) for a in args]
+    in_dts, out_dt = resolve_ufunc(uf, tuple(dtype_key(a) for a in args))
+    args = [cast(a, d) for a, d in zip(args, in_dts)]
+    _, args = broadcast_all(*args)
+    out = prim_fn(*args)
+    if isinstance(out, Tracer) and out.dtype != out_dt:
+        out = ops.convert_element_type(out, out_dt)
+    elif not isinstance(out, Tracer):
+        out = np.asarray(out).astype(out_dt, copy=False)
+    return out
+
+
+def normalize_axis(axis, ndim):
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1):
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int | np.integer):
+        return (normalize_axis(axis, ndim),)
+    axes = tuple(normalize_axis(a, ndim) for a in axis)
+    if len(set(axes)) != len(axes):
+        raise ValueError("duplicate value in 'axis'")
+    return tuple(sorted(axes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dummy_result_dtype(fn, dtypes, kwargs):
+    args = [np.ones((1,), d) for d in dtypes]
+    return np.asarray(fn(*args, **dict(kwargs))).dtype
+
+
+def result_dtype_like_numpy(fn, *dtypes, **kwargs) -> np.dtype:
+    """The dtype numpy's ``fn`` returns for operands of ``dtypes`` (asked on 1-element
+    dummies, cached)."""
+    return _dummy_result_dtype(fn, tuple(np.dtype(d) for d in dtypes),
+                               tuple(sorted(kwargs.items())))

@@ -1,0 +1,105 @@
+"""Helpers shared by the op families: declaration shortcuts and shape/dtype rules.
+
+Owns the building blocks of op declarations (``elementwise_op``, type rules, literal
+helpers). Imports ``core``, ``errors`` and ``tracing`` only; never ``functrace.numpy`` or a
+backend.
+
+Elementwise ops take operands of one shape, except that 0-d operands broadcast (a scalar
+times an array needs no ``broadcast_in_dim``: it keeps graphs small and kernels simple). All
+operands share one dtype: promotion is ``functrace.numpy``'s job, done before ``bind``.
+The gradient machinery sums a cotangent back to 0-d for scalar operands, so rules never
+un-broadcast by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..core import AVal, Lit, Op
+from ..errors import ShapeError
+from ..tracing import Tracer, bind
+
+__all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of",
+           "zeros_like_aval"]
+
+
+def aval_of(x) -> AVal:
+    if isinstance(x, Tracer):
+        return x.aval
+    if isinstance(x, Lit):
+        return x.aval
+    return AVal.of(x)
+
+
+def shape_of(x) -> tuple[int, ...]:
+    return aval_of(x).shape
+
+
+def dtype_of(x) -> np.dtype:
+    return aval_of(x).dtype
+
+
+def lit(value, like) -> np.ndarray:
+    """A 0-d constant with ``like``'s dtype (for constants inside rules)."""
+    return np.asarray(value, dtype=dtype_of(like))
+
+
+def same_dtype_shape(*avals: AVal) -> tuple[tuple[int, ...], np.dtype]:
+    """The common shape of elementwise operands (0-d operands broadcast) and their dtype."""
+    dtype = avals[0].dtype
+    shape: tuple[int, ...] = ()
+    for a in avals:
+        if a.dtype != dtype:
+            raise TypeError(f"operand dtypes differ ({', '.join(str(b.dtype) for b in avals)}); "
+                            "functrace ops need equal dtypes (functrace.numpy promotes)")
+        if a.shape:
+            if shape and a.shape != shape:
+                raise ShapeError(f"operand shapes {[b.shape for b in avals]} differ; "
+                                 "broadcast them explicitly (functrace.numpy does)")
+            shape = a.shape
+    return shape, dtype
+
+
+_FLOATISH = "fc"
+
+
+def elementwise_op(name: str, impl: Callable, nin: int = 1, *, kernel: str | None = None,
+                   out_dtype: Callable[[np.dtype], np.dtype] | None = None,
+                   kinds: str | None = None, **flags) -> Op:
+    """Declare an elementwise op.
+
+    Args:
+        name: primitive name.
+        impl: numpy function of ``nin`` arrays.
+        kernel: scalar expression template (``{0}``, ``{1}`` are operands) for code generators.
+        out_dtype: maps the operand dtype to the result dtype (default: the same).
+        kinds: allowed dtype kinds (numpy ``dtype.kind`` letters), e.g. ``"fc"``.
+        **flags: forwarded to ``Op`` (vjp, jvp, linear, zero_grad, differentiable, ...).
+    """
+
+    def abstract_eval(*avals: AVal, **params) -> AVal:
+        if len(avals) != nin:
+            raise TypeError(f"takes {nin} operands, got {len(avals)}")
+        shape, dtype = same_dtype_shape(*avals)
+        if kinds is not None and dtype.kind not in kinds:
+            raise TypeError(f"does not support dtype {dtype}")
+        return AVal(shape, out_dtype(dtype) if out_dtype else dtype)
+
+    return Op(name, abstract_eval, impl, kernel=kernel, elementwise=True, **flags)
+
+
+def zeros_like_aval(aval: AVal):
+    """A broadcast zero of the given type (one ``broadcast_in_dim`` equation)."""
+    from .shape import broadcast_in_dim   # sibling family; imported lazily to avoid a cycle
+    z = np.zeros((), aval.dtype)
+    return broadcast_in_dim(z, aval.shape, ()) if aval.shape else z
+
+
+def is_float(aval: AVal) -> bool:
+    return aval.dtype.kind in _FLOATISH
+
+
+def bind1(op: Op, *args, **params):
+    return bind(op, *args, **params)

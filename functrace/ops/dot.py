@@ -1,0 +1,120 @@
+"""Contractions: the single ``dot_general`` primitive behind matmul, dot, tensordot and einsum.
+
+Owns ``dot_general_p`` (batch dims, contracting dims; output = batch, lhs free, rhs free) and its
+bilinear rules. The impl transposes to (batch, free, contract), reshapes to 3-d and calls
+``np.matmul`` so BLAS does the work. Imports core/tracing and sibling op families only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import AVal, Op
+from ..errors import ShapeError
+from ..tracing import bind
+from . import elementwise as ew
+from ._base import shape_of
+from .shape import transpose
+
+
+def _free(ndim, contract, batch):
+    used = set(contract) | set(batch)
+    return tuple(d for d in range(ndim) if d not in used)
+
+
+def _dg_abstract(x, y, *, dimension_numbers):
+    (xc, yc), (xb, yb) = dimension_numbers
+    if len(xc) != len(yc) or len(xb) != len(yb):
+        raise ShapeError(f"dot_general dimension numbers {dimension_numbers} are unpaired")
+    for a, b in zip(xc + xb, yc + yb):
+        if not (0 <= a < x.ndim and 0 <= b < y.ndim) or x.shape[a] != y.shape[b]:
+            raise ShapeError(f"cannot contract {x.shape} with {y.shape} over "
+                             f"{dimension_numbers}")
+    if x.dtype != y.dtype:
+        raise TypeError(f"operand dtypes differ ({x.dtype}, {y.dtype})")
+    xf = _free(x.ndim, xc, xb)
+    yf = _free(y.ndim, yc, yb)
+    shape = ([x.shape[d] for d in xb] + [x.shape[d] for d in xf] + [y.shape[d] for d in yf])
+    return AVal(shape, x.dtype)
+
+
+def _dg_impl(x, y, *, dimension_numbers):
+    (xc, yc), (xb, yb) = dimension_numbers
+    xf = _free(x.ndim, xc, xb)
+    yf = _free(y.ndim, yc, yb)
+    bshape = [x.shape[d] for d in xb]
+    xfs = [x.shape[d] for d in xf]
+    yfs = [y.shape[d] for d in yf]
+    B = int(np.prod(bshape, dtype=np.int64))
+    M = int(np.prod(xfs, dtype=np.int64))
+    N = int(np.prod(yfs, dtype=np.int64))
+    K = int(np.prod([x.shape[d] for d in xc], dtype=np.int64))
+    a = np.transpose(x, xb + xf + xc).reshape(B, M, K)
+    b = np.transpose(y, yb + yc + yf).reshape(B, K, N)
+    return np.matmul(a, b).reshape(bshape + xfs + yfs)
+
+
+dot_general_p = Op("dot_general", _dg_abstract, _dg_impl)
+
+
+def dot_general(x, y, dimension_numbers):
+    """Contract ``x`` and ``y``: ``dimension_numbers = ((x_contract, y_contract),
+    (x_batch, y_batch))``; result axes are batch, then x's free, then y's free axes."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    dn = ((tuple(map(int, xc)), tuple(map(int, yc))), (tuple(map(int, xb)), tuple(map(int, yb))))
+    return bind(dot_general_p, x, y, dimension_numbers=dn)
+
+
+def _dg_vjp(cts, ins, outs, *, dimension_numbers):
+    ct = cts[0]
+    x, y = ins
+    (xc, yc), (xb, yb) = dimension_numbers
+    nx, ny = len(shape_of(x)), len(shape_of(y))
+    xf, yf = _free(nx, xc, xb), _free(ny, yc, yb)
+    B, Fx, Fy = len(xb), len(xf), len(yf)
+    cb = tuple(range(B))
+    ct_xf = tuple(range(B, B + Fx))
+    ct_yf = tuple(range(B + Fx, B + Fx + Fy))
+    # ct_x: contract ct's y-free axes with y's free axes -> (batch, x free, y contract sorted)
+    gx = dot_general(ct, y, ((ct_yf, yf), (cb, yb)))
+    pos = {}
+    for i, d in enumerate(xb):
+        pos[d] = i
+    for j, d in enumerate(xf):
+        pos[d] = B + j
+    ycs = sorted(yc)
+    for k, d in enumerate(xc):
+        pos[d] = B + Fx + ycs.index(yc[k])
+    gx = transpose(gx, tuple(pos[d] for d in range(nx)))
+    gy = dot_general(ct, x, ((ct_xf, xf), (cb, xb)))
+    pos = {}
+    for i, d in enumerate(yb):
+        pos[d] = i
+    for j, d in enumerate(yf):
+        pos[d] = B + j
+    xcs = sorted(xc)
+    for k, d in enumerate(yc):
+        pos[d] = B + Fy + xcs.index(xc[k])
+    gy = transpose(gy, tuple(pos[d] for d in range(ny)))
+    return gx, gy
+
+
+def _dg_jvp(primals, tangents, outs, *, dimension_numbers):
+    x, y = primals
+    tx, ty = tangents
+    terms = []
+    if tx is not None:
+        terms.append(dot_general(tx, y, dimension_numbers))
+    if ty is not None:
+        terms.append(dot_general(x, ty, dimension_numbers))
+    if not terms:
+        return (None,)
+    return (terms[0] if len(terms) == 1 else ew.add(*terms),)
+
+
+dot_general_p.vjp, dot_general_p.jvp = _dg_vjp, _dg_jvp
+
+
+def matmul2d(x, y):
+    """``x @ y`` for 2-d operands."""
+    return dot_general(x, y, (((1,), (0,)), ((), ())))

@@ -1,0 +1,217 @@
+"""numpy-style indexing as two primitives: ``gather`` (reads) and ``scatter`` (functional writes).
+
+Owns ``gather_p`` and ``scatter_p`` and their rules. Both take an index *spec*: a tuple with
+one entry per index component (Ellipsis already expanded):
+
+* ``("slice", start, stop, step)`` with normalised integers (as ``slice.indices`` gives),
+* ``("int", i)`` a non-negative static integer (only when no array index is present),
+* ``("none",)`` a new axis,
+* ``("arr", k)`` the k-th index-array operand (integer, already non-negative-wrapped by
+  ``functrace.numpy``); 0-d arrays stand for integers mixed with arrays.
+
+so ``x[spec]`` means exactly what numpy means, including where the broadcast advanced-index
+dimensions go (in place when adjacent, first otherwise). Imports core/tracing and siblings.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import AVal, Op
+from ..errors import ShapeError
+from ..tracing import bind
+from . import elementwise as ew
+from ._base import dtype_of, shape_of
+from .shape import broadcast_in_dim
+
+
+def _py_index(spec, arrays):
+    out = []
+    for e in spec:
+        kind = e[0]
+        if kind == "slice":
+            out.append(slice(e[1], e[2], e[3]))
+        elif kind == "int":
+            out.append(e[1])
+        elif kind == "none":
+            out.append(None)
+        else:
+            out.append(arrays[e[1]])
+    return tuple(out)
+
+
+def _slice_len(n, start, stop, step):
+    return len(range(start, stop, step))
+
+
+def index_shape(shape, spec, arr_shapes):
+    """Result shape of ``x[spec]`` for ``x`` of ``shape`` (numpy's rules, computed
+    analytically so tracing never allocates)."""
+    consumed = sum(1 for e in spec if e[0] != "none")
+    if consumed > len(shape):
+        raise ShapeError(f"too many indices ({consumed}) for a {len(shape)}-d array")
+    spec = tuple(spec) + tuple(("slice", 0, n, 1) for n in shape[consumed:])
+    adv_shape = np.broadcast_shapes(*arr_shapes) if arr_shapes else None
+    adv_pos = [i for i, e in enumerate(spec) if e[0] == "arr"]
+    adjacent = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1))
+    dims: list = []
+    axis = 0
+    inserted = False
+    for e in spec:
+        kind = e[0]
+        if kind == "none":
+            dims.append(1)
+            continue
+        n = shape[axis]
+        axis += 1
+        if kind == "slice":
+            dims.append(_slice_len(n, e[1], e[2], e[3]))
+        elif kind == "int":
+            if not 0 <= e[1] < n:
+                raise ShapeError(f"index {e[1]} is out of bounds for axis {axis - 1} "
+                                 f"with size {n}")
+        else:
+            if adjacent and not inserted:
+                dims.extend(adv_shape)
+                inserted = True
+    if adv_pos and not adjacent:
+        dims = list(adv_shape) + dims
+    return tuple(dims)
+
+
+def _gather_abstract(x, *idx, spec):
+    for a in idx:
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"index arrays must be integers, got {a.dtype}")
+    return AVal(index_shape(x.shape, spec, [a.shape for a in idx]), x.dtype)
+
+
+def _gather_impl(x, *idx, spec):
+    return np.asarray(x)[_py_index(spec, idx)]
+
+
+gather_p = Op("gather", _gather_abstract, _gather_impl)
+
+
+def gather(x, idx_arrays, spec):
+    """``x[spec]`` with ``("arr", k)`` entries reading ``idx_arrays[k]``."""
+    return bind(gather_p, x, *idx_arrays, spec=tuple(spec))
+
+
+def _scatter_abstract(x, v, *idx, spec, mode):
+    want = index_shape(x.shape, spec, [a.shape for a in idx])
+    if v.shape != want or v.dtype != x.dtype:
+        raise ShapeError(f"scatter values must be {want} {x.dtype}, got {v.shape} {v.dtype}")
+    if mode not in ("set", "add", "mul"):
+        raise ValueError(f"unknown scatter mode {mode!r}")
+    return x
+
+
+def _scatter_impl(x, v, *idx, spec, mode):
+    out = np.array(x, copy=True)
+    key = _py_index(spec, idx)
+    if mode == "set":
+        out[key] = v
+    elif not idx:              # basic indexing never repeats an element: in-place is exact
+        if mode == "add":
+            out[key] += v
+        else:
+            out[key] *= v
+    elif mode == "add":
+        np.add.at(out, key, v)
+    else:
+        np.multiply.at(out, key, v)
+    return out
+
+
+scatter_p = Op("scatter", _scatter_abstract, _scatter_impl)
+
+
+def scatter(x, v, idx_arrays, spec, mode):
+    """Functional ``x[spec] = v`` (``mode="set"``), ``+= v`` (``"add"``, repeated indices
+    accumulate) or ``*= v`` (``"mul"``); ``v`` has exactly the indexed shape."""
+    return bind(scatter_p, x, v, *idx_arrays, spec=tuple(spec), mode=mode)
+
+
+def _zeros(shape, dtype):
+    z = np.zeros((), dtype)
+    return broadcast_in_dim(z, shape, ()) if shape else z
+
+
+def _gather_vjp(cts, ins, outs, *, spec):
+    x, idx = ins[0], ins[1:]
+    ct = cts[0]
+    return (scatter(_zeros(shape_of(x), dtype_of(x)), ct, idx, spec, "add"),) + \
+        (None,) * len(idx)
+
+
+def _gather_jvp(primals, tangents, outs, *, spec):
+    t = tangents[0]
+    return (None if t is None else gather(t, primals[1:], spec),)
+
+
+gather_p.vjp, gather_p.jvp = _gather_vjp, _gather_jvp
+
+
+def _scatter_vjp(cts, ins, outs, *, spec, mode):
+    x, v, idx = ins[0], ins[1], ins[2:]
+    ct = cts[0]
+    nones = (None,) * len(idx)
+    if mode == "add":
+        return (ct, gather(ct, idx, spec)) + nones
+    if mode == "set":
+        ct_x = scatter(ct, _zeros(shape_of(v), dtype_of(v)), idx, spec, "set")
+        return (ct_x, gather(ct, idx, spec)) + nones
+    # mul: out = x * v at the indexed places (exact when indices do not repeat)
+    ct_x = scatter(ct, v, idx, spec, "mul")
+    ct_v = gather(ew.mul(ct, x), idx, spec)
+    return (ct_x, ct_v) + nones
+
+
+def _scatter_jvp(primals, tangents, outs, *, spec, mode):
+    x, v, idx = primals[0], primals[1], primals[2:]
+    tx, tv = tangents[0], tangents[1]
+    if tx is None and tv is None:
+        return (None,)
+    if tx is None:
+        tx = _zeros(shape_of(x), dtype_of(x))
+    if tv is None:
+        tv = _zeros(shape_of(v), dtype_of(v))
+    if mode in ("set", "add"):
+        return (scatter(tx, tv, idx, spec, mode),)
+    # d(x * v) = tx * v + x * tv on the indexed places
+    t = scatter(tx, v, idx, spec, "mul")
+    extra = scatter(_zeros(shape_of(x), dtype_of(x)), ew.mul(gather(x, idx, spec), tv), idx,
+                    spec, "add")
+    return (ew.add(t, extra),)
+
+
+scatter_p.vjp, scatter_p.jvp = _scatter_vjp, _scatter_jvp
+
+
+def _along_axis_index(shape, idx, axis):
+    """Index arrays that make ``x[arrs]`` equal ``take_along_axis(x, idx, axis)``."""
+    nd = len(shape)
+    arrs = []
+    ishape = shape_of(idx)
+    for d in range(nd):
+        if d == axis:
+            arrs.append(idx)
+        else:
+            view = [1] * nd
+            view[d] = ishape[d]
+            arrs.append(np.arange(ishape[d]).reshape(view))
+    spec = tuple(("arr", k) for k in range(nd))
+    return arrs, spec
+
+
+def take_along_axis(x, idx, axis):
+    """``np.take_along_axis`` (idx has x's rank; non-negative indices)."""
+    arrs, spec = _along_axis_index(shape_of(x), idx, axis)
+    return gather(x, arrs, spec)
+
+
+def scatter_along_axis(v, idx, axis, shape):
+    """Adjoint of take_along_axis: zeros of ``shape`` with ``v`` added at ``idx``."""
+    arrs, spec = _along_axis_index(shape, idx, axis)
+    return scatter(_zeros(shape, dtype_of(v)), v, arrs, spec, "add")

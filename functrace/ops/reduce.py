@@ -1,0 +1,356 @@
+"""Reductions and scans: sum, max, min, prod, argmax/argmin, cumsum/cumprod, logsumexp, l2norm,
+sort/argsort, all/any.
+
+Owns these ops and their rules. ``axes`` params are sorted tuples; results drop the reduced
+axes (``keepdims`` is a reshape done by ``functrace.numpy``). Conventions (NUMERICS.md): ties of
+max/min split the gradient evenly; logsumexp of all -inf and the norm of a zero vector have a
+zero gradient. Imports core/tracing and sibling op families only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import AVal, Op
+from ..errors import ShapeError
+from ..tracing import bind
+from . import elementwise as ew
+from ._base import dtype_of, lit, shape_of
+from .shape import broadcast_in_dim, reshape
+
+
+def _check_axes(x, axes):
+    if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
+        raise ShapeError(f"axes {axes} invalid for a {x.ndim}-d operand")
+
+
+def _reduced_shape(shape, axes):
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _reduction(name, impl, out_dtype=None, **flags):
+    def abstract_eval(x, *, axes):
+        _check_axes(x, axes)
+        return AVal(_reduced_shape(x.shape, axes), out_dtype(x.dtype) if out_dtype else x.dtype)
+    return Op(name, abstract_eval, impl, reduction=True, **flags)
+
+
+def _norm_axes(axes):
+    return tuple(sorted(int(a) for a in axes))
+
+
+def _bcast_back(y, x_shape, axes):
+    """Broadcast a reduced value back over the reduced axes of ``x_shape``."""
+    kept = tuple(i for i in range(len(x_shape)) if i not in axes)
+    return broadcast_in_dim(y, x_shape, kept)
+
+
+reduce_sum_p = _reduction("reduce_sum", lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype),
+                          linear=True)
+reduce_max_p = _reduction("reduce_max", lambda x, *, axes: np.max(x, axis=axes))
+reduce_min_p = _reduction("reduce_min", lambda x, *, axes: np.min(x, axis=axes))
+reduce_prod_p = _reduction("reduce_prod",
+                           lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype))
+reduce_and_p = _reduction("reduce_and", lambda x, *, axes: np.all(x, axis=axes),
+                          out_dtype=lambda d: np.dtype(bool), zero_grad=True)
+reduce_or_p = _reduction("reduce_or", lambda x, *, axes: np.any(x, axis=axes),
+                         out_dtype=lambda d: np.dtype(bool), zero_grad=True)
+
+
+def _make(op):
+    def f(x, axes):
+        axes = _norm_axes(axes)
+        if not axes and op.linear:
+            return x
+        return bind(op, x, axes=axes)
+    f.__name__ = op.name
+    f.__doc__ = f"``{op.name}`` over ``axes`` (dropped from the result)."
+    return f
+
+
+reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or = map(
+    _make, (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_prod_p, reduce_and_p, reduce_or_p))
+
+
+def _sum_vjp(cts, ins, outs, *, axes):
+    return (_bcast_back(cts[0], shape_of(ins[0]), axes),)
+
+
+reduce_sum_p.vjp = _sum_vjp
+reduce_sum_p.jvp = lambda primals, tangents, outs, *, axes: (
+    None if tangents[0] is None else reduce_sum(tangents[0], axes),)
+
+
+def _minmax_vjp(cts, ins, outs, *, axes):
+    x = ins[0]
+    xs = shape_of(x)
+    y = _bcast_back(outs[0], xs, axes)
+    mask = ew.convert_element_type(ew.eq(x, y), dtype_of(x))
+    count = _bcast_back(reduce_sum(mask, axes), xs, axes)
+    return (ew.mul(_bcast_back(cts[0], xs, axes), ew.div(mask, count)),)
+
+
+def _minmax_jvp(primals, tangents, outs, *, axes):
+    t = tangents[0]
+    if t is None:
+        return (None,)
+    x = primals[0]
+    xs = shape_of(x)
+    mask = ew.convert_element_type(ew.eq(x, _bcast_back(outs[0], xs, axes)), dtype_of(x))
+    return (ew.div(reduce_sum(ew.mul(t, mask), axes), reduce_sum(mask, axes)),)
+
+
+reduce_max_p.vjp = reduce_min_p.vjp = _minmax_vjp
+reduce_max_p.jvp = reduce_min_p.jvp = _minmax_jvp
+
+
+def _prod_others(x, axes):
+    """prod over ``axes`` of all elements but the one at each position (zero-safe).
+
+    Moves the reduced axes last, flattens them, and multiplies exclusive cumulative products
+    from both ends; no division, so zeros in ``x`` are handled exactly.
+    """
+    xs = shape_of(x)
+    kept = [i for i in range(len(xs)) if i not in axes]
+    perm = tuple(kept) + tuple(axes)
+    from .shape import concatenate, slice_op, transpose
+    xt = transpose(x, perm)
+    lead = tuple(xs[i] for i in kept)
+    n = int(np.prod([xs[a] for a in axes], dtype=np.int64))
+    flat = reshape(xt, lead + (n,))
+    one = broadcast_in_dim(lit(1, x), lead + (1,), ())
+    last = len(lead)
+    left = cumprod(flat, last)
+    right = cumprod(flat, last, reverse=True)
+    zero_start, full = [0] * (last + 1), list(lead) + [n]
+    lim = list(full)
+    lim[last] = n - 1
+    left_ex = concatenate([one, slice_op(left, zero_start, lim)], last)
+    st = list(zero_start)
+    st[last] = 1
+    right_ex = concatenate([slice_op(right, st, full), one], last)
+    others = reshape(ew.mul(left_ex, right_ex), tuple(xs[i] for i in perm))
+    return transpose(others, tuple(np.argsort(perm)))
+
+
+def _prod_vjp(cts, ins, outs, *, axes):
+    x = ins[0]
+    return (ew.mul(_bcast_back(cts[0], shape_of(x), axes), _prod_others(x, axes)),)
+
+
+def _prod_jvp(primals, tangents, outs, *, axes):
+    t = tangents[0]
+    if t is None:
+        return (None,)
+    return (reduce_sum(ew.mul(t, _prod_others(primals[0], axes)), axes),)
+
+
+reduce_prod_p.vjp, reduce_prod_p.jvp = _prod_vjp, _prod_jvp
+
+# --------------------------------------------------------------------------------------------
+# arg reductions (not differentiable: their output is an integer index)
+# --------------------------------------------------------------------------------------------
+
+
+def _arg_abstract(x, *, axis):
+    _check_axes(x, (axis,))
+    return AVal(_reduced_shape(x.shape, (axis,)), np.intp)
+
+
+argmax_p = Op("argmax", _arg_abstract, lambda x, *, axis: np.argmax(x, axis=axis),
+              differentiable=False, reduction=True)
+argmin_p = Op("argmin", _arg_abstract, lambda x, *, axis: np.argmin(x, axis=axis),
+              differentiable=False, reduction=True)
+
+
+def argmax(x, axis):
+    """Index of the first maximum along ``axis`` (int64)."""
+    return bind(argmax_p, x, axis=int(axis))
+
+
+def argmin(x, axis):
+    """Index of the first minimum along ``axis`` (int64)."""
+    return bind(argmin_p, x, axis=int(axis))
+
+# --------------------------------------------------------------------------------------------
+# scans
+# --------------------------------------------------------------------------------------------
+
+
+def _scan_abstract(x, *, axis, reverse):
+    _check_axes(x, (axis,))
+    return x
+
+
+def _scan_impl(fn):
+    def impl(x, *, axis, reverse):
+        if reverse:
+            return np.flip(fn(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return fn(x, axis=axis, dtype=x.dtype)
+    return impl
+
+
+cumsum_p = Op("cumsum", _scan_abstract, _scan_impl(np.cumsum), linear=True)
+cumprod_p = Op("cumprod", _scan_abstract, _scan_impl(np.cumprod))
+
+
+def cumsum(x, axis, reverse=False):
+    """Inclusive cumulative sum along ``axis`` (from the end when ``reverse``)."""
+    return bind(cumsum_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+def cumprod(x, axis, reverse=False):
+    """Inclusive cumulative product along ``axis``."""
+    return bind(cumprod_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+cumsum_p.vjp = lambda cts, ins, outs, *, axis, reverse: (cumsum(cts[0], axis, not reverse),)
+cumsum_p.jvp = lambda primals, tangents, outs, *, axis, reverse: (
+    None if tangents[0] is None else cumsum(tangents[0], axis, reverse),)
+
+
+def _cumprod_vjp(cts, ins, outs, *, axis, reverse):
+    # d out_j / d x_i = out_j / x_i for j >= i (exact where x has no zeros)
+    x = ins[0]
+    return (ew.div(cumsum(ew.mul(cts[0], outs[0]), axis, not reverse), x),)
+
+
+def _cumprod_jvp(primals, tangents, outs, *, axis, reverse):
+    t = tangents[0]
+    if t is None:
+        return (None,)
+    return (ew.mul(outs[0], cumsum(ew.div(t, primals[0]), axis, reverse)),)
+
+
+cumprod_p.vjp, cumprod_p.jvp = _cumprod_vjp, _cumprod_jvp
+
+# --------------------------------------------------------------------------------------------
+# logsumexp and the 2-norm: own ops, for stable values and the NUMERICS.md conventions
+# --------------------------------------------------------------------------------------------
+
+
+def _lse_impl(x, *, axes):
+    m = np.max(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
+    with np.errstate(divide="ignore"):
+        s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True))
+    return np.squeeze(s + m, axis=axes).astype(x.dtype)
+
+
+logsumexp_p = _reduction("logsumexp", _lse_impl)
+
+
+def logsumexp(x, axes):
+    """log(sum(exp(x))) over ``axes``, stable; all -inf gives -inf with zero gradient."""
+    return bind(logsumexp_p, x, axes=_norm_axes(axes))
+
+
+def _lse_weights(x, out, axes):
+    xs = shape_of(x)
+    ob = _bcast_back(out, xs, axes)
+    dead = ew.logical_and(ew.isinf(ob), ew.lt(ob, lit(0, ob)))
+    safe = ew.select(dead, lit(0, ob), ob)
+    return ew.select(dead, lit(0, x), ew.exp(ew.sub(x, safe)))
+
+
+def _lse_vjp(cts, ins, outs, *, axes):
+    x = ins[0]
+    return (ew.mul(_bcast_back(cts[0], shape_of(x), axes), _lse_weights(x, outs[0], axes)),)
+
+
+def _lse_jvp(primals, tangents, outs, *, axes):
+    t = tangents[0]
+    if t is None:
+        return (None,)
+    return (reduce_sum(ew.mul(t, _lse_weights(primals[0], outs[0], axes)), axes),)
+
+
+logsumexp_p.vjp, logsumexp_p.jvp = _lse_vjp, _lse_jvp
+
+
+def _l2_impl(x, *, axes):
+    a = np.abs(x)
+    return np.sqrt(np.sum(a * a, axis=axes)).astype(a.dtype)
+
+
+def _l2_abstract(x, *, axes):
+    _check_axes(x, axes)
+    return AVal(_reduced_shape(x.shape, axes), np.empty(0, x.dtype).real.dtype)
+
+
+l2norm_p = Op("l2norm", _l2_abstract, _l2_impl, reduction=True)
+
+
+def l2norm(x, axes):
+    """sqrt(sum(|x|^2)) over ``axes``; the gradient at the zero vector is 0 (NUMERICS.md)."""
+    return bind(l2norm_p, x, axes=_norm_axes(axes))
+
+
+def _l2_unit(x, out, axes):
+    xs = shape_of(x)
+    ob = _bcast_back(out, xs, axes)
+    safe = ew.select(ew.eq(ob, lit(0, ob)), lit(1, ob), ob)
+    if dtype_of(x).kind == "c":
+        return ew.div(x, ew.convert_element_type(safe, dtype_of(x)))
+    return ew.div(x, safe)
+
+
+def _l2_vjp(cts, ins, outs, *, axes):
+    x = ins[0]
+    ct = _bcast_back(cts[0], shape_of(x), axes)
+    if dtype_of(x).kind == "c":
+        ct = ew.convert_element_type(ct, dtype_of(x))
+        return (ew.mul(ct, ew.conj(_l2_unit(x, outs[0], axes))),)
+    return (ew.mul(ct, _l2_unit(x, outs[0], axes)),)
+
+
+def _l2_jvp(primals, tangents, outs, *, axes):
+    t = tangents[0]
+    if t is None:
+        return (None,)
+    u = _l2_unit(primals[0], outs[0], axes)
+    if dtype_of(t).kind == "c":
+        return (reduce_sum(ew.real(ew.mul(ew.conj(u), t)), axes),)
+    return (reduce_sum(ew.mul(u, t), axes),)
+
+
+l2norm_p.vjp, l2norm_p.jvp = _l2_vjp, _l2_jvp
+
+# --------------------------------------------------------------------------------------------
+# sort / argsort
+# --------------------------------------------------------------------------------------------
+
+
+def _sort_abstract(x, *, axis):
+    _check_axes(x, (axis,))
+    return (x, AVal(x.shape, np.intp))
+
+
+def _sort_impl(x, *, axis):
+    idx = np.argsort(x, axis=axis, kind="stable")
+    return np.take_along_axis(x, idx, axis=axis), idx
+
+
+sort_p = Op("sort", _sort_abstract, _sort_impl, multiple_results=True)
+
+
+def sort(x, axis):
+    """Sorted values and the permutation that sorts (stable)."""
+    return bind(sort_p, x, axis=int(axis))
+
+
+def _sort_vjp(cts, ins, outs, *, axis):
+    from .indexing import scatter_along_axis
+    ct = cts[0]
+    if ct is None:
+        return (None,)
+    return (scatter_along_axis(ct, outs[1], axis, shape_of(ins[0])),)
+
+
+def _sort_jvp(primals, tangents, outs, *, axis):
+    from .indexing import take_along_axis
+    t = tangents[0]
+    return (None if t is None else take_along_axis(t, outs[1], axis), None)
+
+
+sort_p.vjp, sort_p.jvp = _sort_vjp, _sort_jvp

@@ -1,0 +1,408 @@
+"""Deferred-compute tracing: Trace, Tracer, bind, trace_to_graph, eval_graph.
+
+Owns the one choke point every op goes through (``bind``), the recording trace, and the
+array-like ``Tracer``. Imports only ``core`` and ``errors``: the array methods of a Tracer
+(operators, indexing, ``.at``) are installed by ``functrace.numpy`` at import time, the way an
+upper layer plugs into a lower one without the lower importing it.
+
+How it works (the seed's deferred compute, re-thought):
+* ``bind(op, *args, **params)`` with no active trace runs ``op.impl`` eagerly on arrays.
+* Inside ``trace_to_graph`` a ``Trace`` is the current trace (a ContextVar, so it is
+  thread- and task-local). ``bind`` records an ``Eqn`` and returns Tracers.
+* A Tracer of an *outer* trace met by an inner one becomes an extra input of the inner graph
+  (closure conversion). Each trace owns its perturbations, so nested transforms cannot
+  confuse them.
+* When the example inputs are concrete, a Tracer computes its value on demand by evaluating
+  the recorded equations it depends on (the seed's ``DCInfo::Compute``); Python control flow on
+  values works and marks the trace ``concretized`` (its graph is then specialised to those
+  values and must not be cached). With abstract inputs (``ShapeDtype``) asking for a value is a
+  ConcretizationError naming the user's line.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import linecache
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var
+from .errors import (ConcretizationError, FunctraceError, ShapeError, TracerLeakError,
+                     _PKG_DIR)
+
+__all__ = ["Trace", "Tracer", "bind", "trace_to_graph", "eval_graph", "current_trace",
+           "is_tracer", "ShapeDtype"]
+
+ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
+
+_current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
+    "functrace_trace", default=None)
+# While a transform re-binds an existing graph, recorded equations keep the original line.
+_source_override: contextvars.ContextVar[SourceInfo | None] = contextvars.ContextVar(
+    "functrace_source", default=None)
+
+_trace_ids = itertools.count()
+
+
+def current_trace() -> Trace | None:
+    return _current.get()
+
+
+def _user_source() -> SourceInfo | None:
+    src = _source_override.get()
+    if src is not None:
+        return src
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    if f is None:
+        return None
+    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def source_line(src: SourceInfo | None) -> str:
+    """'file:line: code' for error messages."""
+    if src is None:
+        return "<unknown location>"
+    code = linecache.getline(src.filename, src.lineno).strip()
+    return f"{src.filename}:{src.lineno}" + (f": {code}" if code else "")
+
+
+class Trace:
+    """Records equations while a Python function runs on Tracers."""
+
+    def __init__(self, parent: Trace | None):
+        self.parent = parent
+        self.id = next(_trace_ids)
+        self.level = 0 if parent is None else parent.level + 1
+        self.inputs: list[Var] = []
+        self.n_explicit = 0
+        self.sources: dict[Var, Any] = {}        # input Var -> ndarray | outer Tracer | None
+        self.captured: dict[int, tuple[Tracer, Var]] = {}   # id(outer tracer) -> (tracer, var)
+        self.eqns: list[Eqn] = []
+        self.producer: dict[Var, Eqn] = {}
+        self.values: dict[Var, Any] = {}
+        self.consts: list[tuple[np.ndarray, np.ndarray]] = []   # (user array, its Lit copy)
+        self.active = True
+        self.concretized = False
+
+    def __repr__(self):
+        return f"<Trace {self.id} level {self.level}>"
+
+    # -- inputs ------------------------------------------------------------------------------
+    def new_input(self, aval: AVal, source: Any = None) -> Tracer:
+        v = Var(aval)
+        self.inputs.append(v)
+        self.sources[v] = source
+        return Tracer(self, v)
+
+    def is_ancestor(self, other: Trace) -> bool:
+        t = self.parent
+        while t is not None:
+            if t is other:
+                return True
+            t = t.parent
+        return False
+
+    def to_atom(self, x: Any) -> Var | Lit:
+        """Turn an argument of bind into an atom of this trace's graph."""
+        if isinstance(x, Tracer):
+            t = x._trace
+            if t is self:
+                return x._var
+            if t.active and self.is_ancestor(t):
+                hit = self.captured.get(id(x))
+                if hit is not None:
+                    return hit[1]
+                tr = self.new_input(x._var.aval, source=x)
+                self.captured[id(x)] = (x, tr._var)
+                return tr._var
+            raise TracerLeakError(
+                f"a tracer from {t} was used in {self}{' after its transform finished' if not t.active else ''}. "
+                "A traced value escaped its function (stored in a global or a closure?): "
+                "return it instead.")
+        if isinstance(x, Lit):
+            return x
+        arr = _as_array(x)
+        lit = Lit(arr)
+        if arr is x and arr.ndim:
+            self.consts.append((arr, lit.val))   # lets caches notice in-place updates
+        return lit
+
+    # -- recording ---------------------------------------------------------------------------
+    def record(self, op: Op, args: Sequence[Any], params: dict) -> Any:
+        atoms = [self.to_atom(a) for a in args]
+        avals = [a.aval for a in atoms]
+        src = _user_source()
+        try:
+            out = op.abstract_eval(*avals, **params)
+        except (ShapeError, TypeError, ValueError) as e:
+            raise type(e)(f"{op.name}: {e} (operands {', '.join(map(repr, avals))}) "
+                          f"at {source_line(src)}") from None
+        outs = out if op.multiple_results else (out,)
+        out_vars = [Var(a) for a in outs]
+        eqn = Eqn(op, atoms, Params(params), out_vars, src)
+        self.eqns.append(eqn)
+        for v in out_vars:
+            self.producer[v] = eqn
+        tracers = [Tracer(self, v) for v in out_vars]
+        return tuple(tracers) if op.multiple_results else tracers[0]
+
+    # -- concrete values on demand -----------------------------------------------------------
+    def concrete(self, var: Var, why: str = "a concrete value") -> np.ndarray:
+        if var in self.values:
+            return self.values[var]
+        self.concretized = True
+        stack = [var]
+        while stack:
+            v = stack[-1]
+            if v in self.values:
+                stack.pop()
+                continue
+            if v in self.sources:
+                src = self.sources[v]
+                if src is None:
+                    raise ConcretizationError(
+                        f"{why} of a traced value was needed, but this function is traced "
+                        f"with abstract inputs (shape/dtype only). At {source_line(_user_source())}. "
+                        "Use ft.cond / ft.while_loop for value-dependent control flow, or mark "
+                        "the argument static (static_argnums=...).")
+                self.values[v] = src.value if isinstance(src, Tracer) else src
+                stack.pop()
+                continue
+            eqn = self.producer.get(v)
+            if eqn is None:
+                raise FunctraceError(f"{v!r} is not defined in {self}")
+            missing = [a for a in eqn.inputs if isinstance(a, Var) and a not in self.values]
+            if missing:
+                stack.extend(missing)
+                continue
+            args = [a.val if isinstance(a, Lit) else self.values[a] for a in eqn.inputs]
+            res = eqn.op.impl(*args, **eqn.params)
+            res = res if eqn.op.multiple_results else (res,)
+            for o, r in zip(eqn.outputs, res):
+                self.values[o] = np.asarray(r)
+            stack.pop()
+        return self.values[var]
+
+
+def _as_array(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, bool | int | float | complex | np.generic):
+        return np.asarray(x)
+    if hasattr(x, "__array__") and not isinstance(x, Tracer):
+        return np.asarray(x)
+    raise TypeError(f"functrace ops take arrays, numbers or tracers; got {type(x).__name__} "
+                    f"{x!r:.60}")
+
+
+class Tracer:
+    """An array-like stand-in for a value being traced.
+
+    Has ``shape``, ``dtype``, ``ndim``, ``size``; operators, indexing and methods are installed
+    by ``functrace.numpy``. ``bool()``, ``float()``, ``int()`` and ``np.asarray()`` compute the
+    concrete value when the trace's inputs are concrete.
+    """
+
+    __slots__ = ("_trace", "_var", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, trace: Trace, var: Var):
+        self._trace = trace
+        self._var = var
+
+    @property
+    def aval(self) -> AVal:
+        return self._var.aval
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._var.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._var.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._var.aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._var.aval.size
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    @property
+    def value(self) -> np.ndarray:
+        """The concrete value (computed on demand); ConcretizationError if abstract."""
+        t = self._trace
+        if not t.active:
+            raise TracerLeakError("a tracer was used after its transform finished; return "
+                                  "traced values from the function instead of storing them")
+        return t.concrete(self._var)
+
+    def __array__(self, dtype=None, copy=None):
+        v = self.value
+        return v.astype(dtype) if dtype is not None else v
+
+    def __bool__(self):
+        return bool(self._concrete("bool()"))
+
+    def __float__(self):
+        return float(self._concrete("float()"))
+
+    def __int__(self):
+        return int(self._concrete("int()"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex()"))
+
+    def __index__(self):
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
+        return int(self._concrete("an index"))
+
+    def item(self):
+        return self._concrete(".item()").item()
+
+    def tolist(self):
+        return self._concrete(".tolist()").tolist()
+
+    def _concrete(self, why: str):
+        if not self._trace.active:
+            raise TracerLeakError("a tracer was used after its transform finished")
+        return self._trace.concrete(self._var, why)
+
+    def __setitem__(self, idx, val):
+        raise TypeError(
+            "traced arrays are immutable: `x[idx] = v` cannot be recorded. Use the functional "
+            "form `x = x.at[idx].set(v)` (or .add / .multiply) instead"
+            f" (at {source_line(_user_source())})")
+
+    def __iadd__(self, other):
+        return self.__add__(other)   # rebinding, not mutation: fine for immutable arrays
+
+    def __hash__(self):
+        raise TypeError("traced arrays are not hashable (use id() or a tuple of shapes)")
+
+    def __repr__(self):
+        return f"Tracer<{self.aval!r}>"
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced array")
+        return (self[i] for i in range(self.shape[0]))
+
+
+def is_tracer(x: Any) -> bool:
+    return isinstance(x, Tracer)
+
+
+# --------------------------------------------------------------------------------------------
+# bind: the one choke point
+# --------------------------------------------------------------------------------------------
+
+def bind(op: Op, *args: Any, **params: Any) -> Any:
+    """Apply ``op``: record it in the current trace, or run its numpy impl eagerly."""
+    trace = _current.get()
+    if trace is None:
+        for a in args:
+            if isinstance(a, Tracer):
+                raise TracerLeakError(
+                    f"{op.name} got a tracer outside of any transform: a traced value escaped "
+                    "its function (stored in a global or closure?)")
+        arrays = [a.val if isinstance(a, Lit) else a for a in args]
+        avals = [AVal.of(a) for a in arrays]
+        op.abstract_eval(*avals, **params)   # the same checks as when tracing
+        return op.impl(*arrays, **params)
+    return trace.record(op, args, params)
+
+
+# --------------------------------------------------------------------------------------------
+# Graph <-> Python function
+# --------------------------------------------------------------------------------------------
+
+class Traced:
+    """The result of tracing: the graph, its captured outer tracers, and flags."""
+
+    __slots__ = ("graph", "captured", "concretized", "consts")
+
+    def __init__(self, graph: Graph, captured: list[Tracer], concretized: bool, consts):
+        self.graph = graph
+        self.captured = captured          # outer-trace tracers feeding the extra inputs
+        self.concretized = concretized
+        self.consts = consts              # (user array, literal copy) pairs
+
+
+def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any]) -> Traced:
+    """Trace ``fn(*tracers) -> flat sequence of outputs`` into a Graph.
+
+    ``in_args`` are example arguments: concrete arrays/scalars, ``ShapeDtype``/``AVal`` for
+    abstract ones, or Tracers of an outer trace (their values are computed on demand).
+    The graph's inputs are the explicit inputs followed by captured outer tracers.
+    """
+    parent = _current.get()
+    trace = Trace(parent)
+    tracers = []
+    for a in in_args:
+        if isinstance(a, AVal):
+            tracers.append(trace.new_input(a, None))
+        elif isinstance(a, Tracer):
+            tracers.append(trace.new_input(a.aval, a))
+        else:
+            arr = _as_array(a)
+            tracers.append(trace.new_input(AVal(arr.shape, arr.dtype), arr))
+    trace.n_explicit = len(tracers)
+    token = _current.set(trace)
+    try:
+        outs = fn(*tracers)
+        out_atoms = [trace.to_atom(o) for o in outs]
+    finally:
+        _current.reset(token)
+        trace.active = False
+    graph = Graph(trace.inputs, trace.eqns, out_atoms)
+    captured = [trace.sources[v] for v in trace.inputs[trace.n_explicit:]]
+    concretized = trace.concretized
+    if concretized and parent is not None:
+        # a value decided control flow: any outer graph is value-specialised too
+        t = parent
+        while t is not None:
+            t.concretized = True
+            t = t.parent
+    return Traced(graph, captured, concretized, trace.consts)
+
+
+def eval_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
+    """Evaluate ``graph`` by re-binding every equation through the current trace.
+
+    With no trace active this runs each op's numpy impl; inside a trace it records the
+    equations again (keeping their source lines), which is what lets transforms compose.
+    """
+    if len(args) != len(graph.inputs):
+        raise TypeError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
+    env: dict[Var, Any] = dict(zip(graph.inputs, args))
+
+    def read(a):
+        return a.val if isinstance(a, Lit) else env[a]
+
+    for e in graph.eqns:
+        token = _source_override.set(e.source) if e.source is not None else None
+        try:
+            out = bind(e.op, *[read(a) for a in e.inputs], **e.params)
+        finally:
+            if token is not None:
+                _source_override.reset(token)
+        if e.op.multiple_results:
+            env.update(zip(e.outputs, out))
+        else:
+            env[e.outputs[0]] = out
+    return [read(a) for a in graph.outputs]
