@@ -16,7 +16,7 @@ need them.
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
 from . import test_util, tree_util
-from .api import (clear_caches, grad, hessian, jacobian, jacrev, stop_gradient, trace,
+from .api import (checkpoint, clear_caches, custom_vjp, grad, remat, hessian, jacobian, jacrev, stop_gradient, trace,
                   value_and_grad, vjp)
 from .core import AVal, Graph, verify
 from .errors import (BackendError, ConcretizationError, FunctraceError, MissingRuleError,
@@ -27,6 +27,6 @@ from .tracing import ShapeDtype
 __version__ = "0.1.0"
 
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jacrev", "jacobian", "hessian",
-           "stop_gradient", "clear_caches", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "tree_util",
+           "stop_gradient", "clear_caches", "custom_vjp", "checkpoint", "remat", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "tree_util",
            "FunctraceError", "ShapeError", "ConcretizationError", "MissingRuleError",
            "BackendError", "TracerLeakError"]

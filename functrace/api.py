@@ -516,3 +516,76 @@ def stop_gradient(x):
     """
     return tree_util.tree_map(lambda v: _ops.stop_gradient(v) if isinstance(v, Tracer)
                               else v, x)
+
+
+# --------------------------------------------------------------------------------------------
+# custom_vjp and checkpoint
+# --------------------------------------------------------------------------------------------
+
+class custom_vjp:  # noqa: N801 - JAX's name
+    """A function with a user-defined reverse-mode rule (JAX style).
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> @ft.custom_vjp
+        ... def clip_grad(x):
+        ...     return x
+        >>> clip_grad.defvjp(lambda x: (x, None), lambda res, g: (fnp.clip(g, -1.0, 1.0),))
+        >>> ft.grad(lambda x: fnp.sum(clip_grad(x) * 5.0))(np.ones(2))
+        array([1., 1.])
+
+    ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple`` (one cotangent per
+    argument, None for zero). Outside a transform the function simply runs. The backward
+    function is written with functrace.numpy, so it can be differentiated again.
+    """
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd = None
+        self.bwd = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise TypeError(f"custom_vjp function {self.fun.__name__} has no rule: call "
+                            ".defvjp(fwd, bwd) first")
+        if _current.get() is None:
+            return self.fun(*args)
+        from .autodiff import trace_custom_vjp
+        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
+
+
+def checkpoint(fun: Callable, prevent_cse: bool = True) -> Callable:
+    """Rematerialisation: under differentiation, ``fun``'s intermediates are recomputed in the
+    backward pass instead of being kept alive from the forward pass.
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> f = ft.checkpoint(lambda x: fnp.sin(fnp.sin(x)))
+        >>> float(ft.grad(lambda x: fnp.sum(f(x)))(np.zeros(1)))
+        1.0
+    """
+    @functools.wraps(fun)
+    def wrapped(*args):
+        if _current.get() is None:
+            return fun(*args)
+        leaves, in_tree = tree_util.tree_flatten(tuple(args))
+        flat, box = flatten_fun(lambda *a: fun(*a), tree_util.tree_structure(
+            (tuple(args), {})))
+        tr = trace_to_graph(lambda *xs: flat(*xs), leaves)
+        from .autodiff import checkpoint_p
+        outs = _ops_bind(checkpoint_p, *leaves, *tr.captured, graph=tr.graph,
+                         prevent_cse=prevent_cse)
+        return tree_util.tree_unflatten(box[0], list(outs))
+    return wrapped
+
+
+remat = checkpoint
+
+
+def _ops_bind(op, *args, **params):
+    from .tracing import bind
+    return bind(op, *args, **params)

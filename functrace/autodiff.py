@@ -161,3 +161,145 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
         _current.reset(token)
         trace.active = False
     return Graph(trace.inputs, trace.eqns, out_atoms)
+
+
+# --------------------------------------------------------------------------------------------
+# Ops whose rules are transforms of sub-graphs: checkpoint and custom_vjp
+# --------------------------------------------------------------------------------------------
+
+from .core import Op  # noqa: E402
+from .tracing import bind, eval_graph, trace_to_graph  # noqa: E402
+
+
+def _sub_abstract(*avals, graph, **_):
+    if tuple(avals) != graph.in_avals:
+        raise TypeError(f"sub-graph takes {graph.in_avals}, got {tuple(avals)}")
+    return graph.out_avals
+
+
+def _float_inputs(g: Graph) -> list[int]:
+    return [i for i, v in enumerate(g.inputs) if _differentiable(v.aval)]
+
+
+def _checkpoint_impl(*args, graph, prevent_cse=True):
+    return tuple(eval_graph(graph, list(args)))
+
+
+checkpoint_p = Op("checkpoint", _sub_abstract, _checkpoint_impl, multiple_results=True,
+                  doc="Evaluate a sub-graph; its vjp recomputes the forward pass instead of "
+                      "keeping intermediates alive.")
+
+
+def _checkpoint_vjp(cts, ins, outs, *, graph, prevent_cse=True):
+    wrt = _float_inputs(graph)
+    seeds = ["input" if ct is not None else None for ct in cts]
+    joint = vjp_graph(graph, wrt, seeds)
+    from .passes.simplify import dce
+    n_out = len(graph.outputs)
+    bwd = dce(Graph(joint.inputs, joint.eqns, joint.outputs[n_out:]))
+    ct_args = [ct for ct in cts if ct is not None]
+    # the backward pass is itself a checkpoint: its forward recomputation stays inside it,
+    # hidden from CSE with the original forward equations
+    grads = bind(checkpoint_p, *ins, *ct_args, graph=bwd, prevent_cse=prevent_cse)
+    res = [None] * len(ins)
+    for i, gval in zip(wrt, grads):
+        res[i] = gval
+    return tuple(res)
+
+
+def _checkpoint_jvp(primals, tangents, outs, *, graph, prevent_cse=True):
+    raise MissingRuleError("forward mode through ft.checkpoint arrives with ft.jvp")
+
+
+checkpoint_p.vjp = _checkpoint_vjp
+checkpoint_p.jvp = _checkpoint_jvp
+
+
+class _Bwd:
+    """A user's custom_vjp backward function, hashable by identity (a graph param)."""
+
+    __slots__ = ("fn", "res_tree", "out_tree", "in_trees", "name")
+
+    def __init__(self, fn, res_tree, out_tree, in_trees):
+        self.fn, self.res_tree, self.out_tree, self.in_trees = fn, res_tree, out_tree, in_trees
+        self.name = getattr(fn, "__name__", "bwd")
+
+    def __repr__(self):
+        return f"<custom_vjp bwd {self.name}>"
+
+
+def _custom_vjp_impl(*args, fun_graph, fwd_graph, bwd):
+    return tuple(eval_graph(fun_graph, list(args)))
+
+
+def _custom_vjp_abstract(*avals, fun_graph, fwd_graph, bwd):
+    return _sub_abstract(*avals, graph=fun_graph)
+
+
+custom_vjp_call_p = Op("custom_vjp_call", _custom_vjp_abstract, _custom_vjp_impl,
+                       multiple_results=True)
+
+
+def _custom_vjp_rule(cts, ins, outs, *, fun_graph, fwd_graph, bwd):
+    from . import tree_util
+    n_out = len(fun_graph.outputs)
+    fwd_outs = eval_graph(fwd_graph, list(ins))
+    residuals = tree_util.tree_unflatten(bwd.res_tree, fwd_outs[n_out:])
+    ct_leaves = [ct if ct is not None else zeros_like(o.aval)
+                 for ct, o in zip(cts, fun_graph.outputs)]
+    ct_tree = tree_util.tree_unflatten(bwd.out_tree, ct_leaves)
+    res = bwd.fn(residuals, ct_tree)
+    if not isinstance(res, tuple | list) or len(res) != len(bwd.in_trees):
+        raise TypeError(f"custom_vjp backward function {bwd.name} must return a tuple with "
+                        f"one cotangent per primal argument ({len(bwd.in_trees)}), got "
+                        f"{type(res).__name__}")
+    flat = []
+    for r, t, in_tree in zip(res, range(len(res)), bwd.in_trees):
+        leaves = tree_util.tree_leaves(r) if r is not None else [None] * in_tree.num_leaves
+        if len(leaves) != in_tree.num_leaves:
+            raise TypeError(f"custom_vjp backward function {bwd.name}: cotangent {t} has "
+                            f"{len(leaves)} leaves, the primal had {in_tree.num_leaves}")
+        flat.extend(leaves)
+    return tuple(flat)
+
+
+custom_vjp_call_p.vjp = _custom_vjp_rule
+
+
+def _closed(tr, what):
+    if tr.captured:
+        raise TypeError(f"a custom_vjp {what} closes over a value of an enclosing transform; "
+                        "pass it as an argument instead")
+    return tr.graph
+
+
+def trace_custom_vjp(fun, fwd, bwd, args):
+    """Bind ``custom_vjp_call`` for flat array ``args``; returns the output leaves and tree."""
+    from . import tree_util
+    leaves, in_tree = tree_util.tree_flatten(tuple(args))
+    box = {}
+
+    def flat_fun(*xs):
+        out = fun(*tree_util.tree_unflatten(in_tree, list(xs)))
+        ol, box["out"] = tree_util.tree_flatten(out)
+        return ol
+
+    def flat_fwd(*xs):
+        res = fwd(*tree_util.tree_unflatten(in_tree, list(xs)))
+        if not isinstance(res, tuple) or len(res) != 2:
+            raise TypeError("a custom_vjp fwd function must return (output, residuals)")
+        out, resid = res
+        ol, ot = tree_util.tree_flatten(out)
+        rl, box["res"] = tree_util.tree_flatten(resid)
+        box["fwd_out"] = ot
+        return ol + rl
+
+    fg = _closed(trace_to_graph(flat_fun, leaves), "function")
+    wg = _closed(trace_to_graph(flat_fwd, leaves), "fwd function")
+    if box["fwd_out"] != box["out"]:
+        raise TypeError(f"custom_vjp fwd returns an output with structure {box['fwd_out']}, "
+                        f"but the function returns {box['out']}")
+    in_trees = tuple(tree_util.tree_structure(a) for a in args)
+    b = _Bwd(bwd, box["res"], box["out"], in_trees)
+    outs = bind(custom_vjp_call_p, *leaves, fun_graph=fg, fwd_graph=wg, bwd=b)
+    return tree_util.tree_unflatten(box["out"], list(outs))
