@@ -15,7 +15,7 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import test_util, tree_util
+from . import nn, test_util, tree_util
 from .api import (checkpoint, clear_caches, custom_vjp, grad, remat, hessian, jacobian, jacrev, stop_gradient, trace,
                   value_and_grad, vjp)
 from .core import AVal, Graph, verify
@@ -27,6 +27,6 @@ from .tracing import ShapeDtype
 __version__ = "0.1.0"
 
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jacrev", "jacobian", "hessian",
-           "stop_gradient", "clear_caches", "custom_vjp", "checkpoint", "remat", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "tree_util",
+           "stop_gradient", "clear_caches", "custom_vjp", "checkpoint", "remat", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "tree_util", "nn", "test_util",
            "FunctraceError", "ShapeError", "ConcretizationError", "MissingRuleError",
            "BackendError", "TracerLeakError"]

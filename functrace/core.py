@@ -51,13 +51,17 @@ class AVal:
     __slots__ = ("shape", "dtype", "_hash")
 
     def __init__(self, shape, dtype):
-        shape = tuple(int(d) for d in shape)
+        if type(shape) is not tuple or not all(type(d) is int for d in shape):
+            shape = tuple(int(d) for d in shape)
         for d in shape:
             if d < 0:
                 raise ShapeError(f"negative dimension in shape {shape}")
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", to_dtype(dtype))
-        object.__setattr__(self, "_hash", hash((shape, self.dtype.str)))
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "biufc":
+            dtype = to_dtype(dtype)
+        _set = object.__setattr__
+        _set(self, "shape", shape)
+        _set(self, "dtype", dtype)
+        _set(self, "_hash", hash((shape, dtype.str)))
 
     def __setattr__(self, k, v):
         raise AttributeError("AVal is immutable")

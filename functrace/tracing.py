@@ -46,6 +46,8 @@ _source_override: contextvars.ContextVar[SourceInfo | None] = contextvars.Contex
     "functrace_source", default=None)
 
 _trace_ids = itertools.count()
+# 0-d literals are immutable values: share one Lit per (dtype, bytes) to make tracing cheap
+_scalar_lits: dict[tuple, Lit] = {}
 
 
 def current_trace() -> Trace | None:
@@ -127,6 +129,14 @@ class Trace:
                 "return it instead.")
         if isinstance(x, Lit):
             return x
+        if type(x) is np.ndarray and x.ndim == 0:
+            key = (x.dtype.str, x.tobytes())
+            lit = _scalar_lits.get(key)
+            if lit is None:
+                lit = _scalar_lits[key] = Lit(x)
+                if len(_scalar_lits) > 4096:
+                    _scalar_lits.clear()
+            return lit
         arr = _as_array(x)
         lit = Lit(arr)
         if arr is x and arr.ndim:

@@ -106,6 +106,9 @@ def bcast(x, shape):
 
 def broadcast_all(*xs):
     shapes = [x.shape if isinstance(x, Tracer) else np.shape(x) for x in xs]
+    full = [s for s in shapes if s]
+    if not full or all(s == full[0] for s in full):   # fast path: equal shapes or 0-d
+        return (full[0] if full else ()), list(xs)
     try:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:

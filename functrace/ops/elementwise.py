@@ -218,8 +218,8 @@ def _pow_dx(x, y, o):
 def _pow_dy(x, y, o):
     # log(x) * x**y, with 0**y contributing 0 rather than log(0)*0 = nan (NUMERICS.md)
     zero = eq(x, lit(0, x))
-    safe_x = select(zero, x, lit(1, x))
-    return select(zero, mul(log(safe_x), o), lit(0, o))
+    safe_x = select(zero, lit(1, x), x)
+    return select(zero, lit(0, o), mul(log(safe_x), o))
 
 
 _smooth_binary(pow_p, _pow_dx, _pow_dy)
@@ -240,11 +240,8 @@ _smooth_unary(integer_pow_p, _ipow_d)
 
 def _tie_split(a, b, o, first):
     """d max(a, b)/da: 1 where a wins, 0.5 on ties, 0 where b wins (NUMERICS.md)."""
-    ones = lit(1, o)
-    half = lit(0.5, o)
     win = gt(a, b) if first else lt(a, b)
-    tie = eq(a, b)
-    return select(win, select(tie, lit(0, o), half), ones)
+    return select(win, lit(1, o), select(eq(a, b), lit(0.5, o), lit(0, o)))
 
 
 _smooth_binary(max_p, lambda x, y, o: _tie_split(x, y, o, True),
@@ -525,10 +522,10 @@ imag_p = _f("imag", np.imag, "{0}.imag", out_dtype=_to_real, linear=True)
 def _abs_vjp(cts, ins, outs):
     x = ins[0]
     if dtype_of(x).kind == "c":
-        # d|z| -> ct * z / |z| (JAX convention), 0 at z == 0
+        # d|z| -> ct * conj(z) / |z| (JAX's convention: d|z|^2 at 1+1j is 2-2j), 0 at z == 0
         o = outs[0]
         safe = select(eq(o, lit(0, o)), lit(1, o), o)
-        return (mul(convert_element_type(div(cts[0], safe), dtype_of(x)), x),)
+        return (mul(convert_element_type(div(cts[0], safe), dtype_of(x)), conj(x)),)
     return (mul(cts[0], sign(x)),)   # sign(0) = 0: d|x| at 0 is 0 (NUMERICS.md)
 
 
