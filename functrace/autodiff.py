@@ -215,24 +215,27 @@ checkpoint_p.vjp = _checkpoint_vjp
 checkpoint_p.jvp = _checkpoint_jvp
 
 
-class _Bwd:
-    """A user's custom_vjp backward function, hashable by identity (a graph param)."""
+class _Rule:
+    """A user's custom_vjp (fwd, bwd) pair, hashable by identity (a graph param).
 
-    __slots__ = ("fn", "res_tree", "out_tree", "in_trees", "name")
+    ``fwd`` is traced lazily, only when the call is differentiated, so that ``fwd`` may call
+    the custom function itself (as in JAX's examples) without recursing."""
 
-    def __init__(self, fn, res_tree, out_tree, in_trees):
-        self.fn, self.res_tree, self.out_tree, self.in_trees = fn, res_tree, out_tree, in_trees
-        self.name = getattr(fn, "__name__", "bwd")
+    __slots__ = ("fwd", "bwd", "in_tree", "out_tree", "name")
+
+    def __init__(self, fwd, bwd, in_tree, out_tree, name):
+        self.fwd, self.bwd, self.in_tree, self.out_tree = fwd, bwd, in_tree, out_tree
+        self.name = name
 
     def __repr__(self):
-        return f"<custom_vjp bwd {self.name}>"
+        return f"<custom_vjp rule of {self.name}>"
 
 
-def _custom_vjp_impl(*args, fun_graph, fwd_graph, bwd):
+def _custom_vjp_impl(*args, fun_graph, rule):
     return tuple(eval_graph(fun_graph, list(args)))
 
 
-def _custom_vjp_abstract(*avals, fun_graph, fwd_graph, bwd):
+def _custom_vjp_abstract(*avals, fun_graph, rule):
     return _sub_abstract(*avals, graph=fun_graph)
 
 
@@ -240,25 +243,29 @@ custom_vjp_call_p = Op("custom_vjp_call", _custom_vjp_abstract, _custom_vjp_impl
                        multiple_results=True)
 
 
-def _custom_vjp_rule(cts, ins, outs, *, fun_graph, fwd_graph, bwd):
+def _custom_vjp_rule(cts, ins, outs, *, fun_graph, rule):
     from . import tree_util
-    n_out = len(fun_graph.outputs)
-    fwd_outs = eval_graph(fwd_graph, list(ins))
-    residuals = tree_util.tree_unflatten(bwd.res_tree, fwd_outs[n_out:])
+    args = tree_util.tree_unflatten(rule.in_tree, list(ins))
+    res = rule.fwd(*args)
+    if not isinstance(res, tuple) or len(res) != 2:
+        raise TypeError(f"the custom_vjp fwd function of {rule.name} must return "
+                        "(output, residuals)")
+    residuals = res[1]
     ct_leaves = [ct if ct is not None else zeros_like(o.aval)
                  for ct, o in zip(cts, fun_graph.outputs)]
-    ct_tree = tree_util.tree_unflatten(bwd.out_tree, ct_leaves)
-    res = bwd.fn(residuals, ct_tree)
-    if not isinstance(res, tuple | list) or len(res) != len(bwd.in_trees):
-        raise TypeError(f"custom_vjp backward function {bwd.name} must return a tuple with "
-                        f"one cotangent per primal argument ({len(bwd.in_trees)}), got "
-                        f"{type(res).__name__}")
+    ct_tree = tree_util.tree_unflatten(rule.out_tree, ct_leaves)
+    got = rule.bwd(residuals, ct_tree)
+    n_args = len(args)
+    if not isinstance(got, tuple | list) or len(got) != n_args:
+        raise TypeError(f"the custom_vjp bwd function of {rule.name} must return a tuple with "
+                        f"one cotangent per argument ({n_args}), got {type(got).__name__}")
     flat = []
-    for r, t, in_tree in zip(res, range(len(res)), bwd.in_trees):
-        leaves = tree_util.tree_leaves(r) if r is not None else [None] * in_tree.num_leaves
-        if len(leaves) != in_tree.num_leaves:
-            raise TypeError(f"custom_vjp backward function {bwd.name}: cotangent {t} has "
-                            f"{len(leaves)} leaves, the primal had {in_tree.num_leaves}")
+    for k, (r, a) in enumerate(zip(got, args)):
+        n = len(tree_util.tree_leaves(a))
+        leaves = tree_util.tree_leaves(r) if r is not None else [None] * n
+        if len(leaves) != n:
+            raise TypeError(f"the custom_vjp bwd function of {rule.name}: cotangent {k} has "
+                            f"{len(leaves)} leaves, the argument has {n}")
         flat.extend(leaves)
     return tuple(flat)
 
@@ -266,15 +273,8 @@ def _custom_vjp_rule(cts, ins, outs, *, fun_graph, fwd_graph, bwd):
 custom_vjp_call_p.vjp = _custom_vjp_rule
 
 
-def _closed(tr, what):
-    if tr.captured:
-        raise TypeError(f"a custom_vjp {what} closes over a value of an enclosing transform; "
-                        "pass it as an argument instead")
-    return tr.graph
-
-
 def trace_custom_vjp(fun, fwd, bwd, args):
-    """Bind ``custom_vjp_call`` for flat array ``args``; returns the output leaves and tree."""
+    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
     from . import tree_util
     leaves, in_tree = tree_util.tree_flatten(tuple(args))
     box = {}
@@ -284,22 +284,10 @@ def trace_custom_vjp(fun, fwd, bwd, args):
         ol, box["out"] = tree_util.tree_flatten(out)
         return ol
 
-    def flat_fwd(*xs):
-        res = fwd(*tree_util.tree_unflatten(in_tree, list(xs)))
-        if not isinstance(res, tuple) or len(res) != 2:
-            raise TypeError("a custom_vjp fwd function must return (output, residuals)")
-        out, resid = res
-        ol, ot = tree_util.tree_flatten(out)
-        rl, box["res"] = tree_util.tree_flatten(resid)
-        box["fwd_out"] = ot
-        return ol + rl
-
-    fg = _closed(trace_to_graph(flat_fun, leaves), "function")
-    wg = _closed(trace_to_graph(flat_fwd, leaves), "fwd function")
-    if box["fwd_out"] != box["out"]:
-        raise TypeError(f"custom_vjp fwd returns an output with structure {box['fwd_out']}, "
-                        f"but the function returns {box['out']}")
-    in_trees = tuple(tree_util.tree_structure(a) for a in args)
-    b = _Bwd(bwd, box["res"], box["out"], in_trees)
-    outs = bind(custom_vjp_call_p, *leaves, fun_graph=fg, fwd_graph=wg, bwd=b)
+    tr = trace_to_graph(flat_fun, leaves)
+    if tr.captured:
+        raise TypeError(f"custom_vjp function {getattr(fun, '__name__', '?')} closes over a "
+                        "value of an enclosing transform; pass it as an argument instead")
+    rule = _Rule(fwd, bwd, in_tree, box["out"], getattr(fun, "__name__", "f"))
+    outs = bind(custom_vjp_call_p, *leaves, fun_graph=tr.graph, rule=rule)
     return tree_util.tree_unflatten(box["out"], list(outs))
