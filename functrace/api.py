@@ -148,10 +148,11 @@ def _abstract_key(leaves):
                  (x.aval if isinstance(x, Tracer) else x) for x in leaves)
 
 
-def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build):
+def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=None):
     """Trace ``fun`` at ``args`` and transform it with ``build(traced, in_tree, out_tree)``,
     reusing the result for the same abstract signature when no value decided control flow.
 
+    ``examples(leaves)`` may replace the leaves used for tracing (vmap traces one example).
     Returns (graph, out_tree, extra, leaves, captured)."""
     leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs or {}))
     leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
@@ -165,7 +166,7 @@ def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build):
             np.array_equal(orig, lit) for orig, lit in entry.consts):
         return entry.graph, entry.out_tree, entry.extra, leaves, []
     flat, box = flatten_fun(fun, in_tree)
-    tr = trace_to_graph(flat, leaves)
+    tr = trace_to_graph(flat, examples(leaves) if examples is not None else leaves)
     out_tree = box[0]
     graph, extra = build(tr, in_tree, out_tree)
     if not tr.concretized and not tr.captured:
@@ -431,79 +432,6 @@ def _split(g, n_primal_in: int, n_out: int):
 
 
 from .passes.simplify import dce  # noqa: E402
-
-
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-           holomorphic: bool = False) -> Callable:
-    """Jacobian by reverse mode: one pullback per output element (batched by vmap once forward
-    mode lands). The result has shape ``out.shape + in.shape``.
-
-    Example:
-        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
-        >>> ft.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
-        array([[2., 0.],
-               [0., 4.]])
-    """
-    def jac(*args):
-        nums, single = _argnums_tuple(argnums, len(args))
-        wrt_args = [args[n] for n in nums]
-
-        def f_wrt(*w):
-            full = list(args)
-            for n, v in zip(nums, w):
-                full[n] = v
-            return fun(*full)
-        if has_aux:
-            out, (pull, aux) = vjp(f_wrt, *wrt_args, has_aux=True)
-        else:
-            out, pull = vjp(f_wrt, *wrt_args)
-        out_leaves, out_tree = tree_util.tree_flatten(out)
-        from . import numpy as fnp
-        per_out = []
-        for k, o in enumerate(out_leaves):
-            oav = _aval_any(o)
-            rows = []
-            for j in range(max(oav.size, 1) if oav.shape else 1):
-                cts = []
-                for kk, oo in enumerate(out_leaves):
-                    av = _aval_any(oo)
-                    e = np.zeros(av.size, av.dtype)
-                    if kk == k:
-                        e[j] = 1
-                    cts.append(e.reshape(av.shape))
-                rows.append(pull(tree_util.tree_unflatten(out_tree, cts)))
-            blocks = []
-            for ai, a in enumerate(wrt_args):
-                a_leaves, a_tree = tree_util.tree_flatten(a)
-                leaf_jacs = []
-                for li, al in enumerate(a_leaves):
-                    aav = _aval_any(al)
-                    stacked = fnp.stack([tree_util.tree_leaves(r[ai])[li] for r in rows])
-                    leaf_jacs.append(fnp.reshape(stacked, oav.shape + aav.shape))
-                blocks.append(tree_util.tree_unflatten(a_tree, leaf_jacs))
-            per_out.append(blocks[0] if single else tuple(blocks))
-        res = tree_util.tree_unflatten(out_tree, per_out)
-        return (res, aux) if has_aux else res
-    return jac
-
-
-def jacobian(fun, argnums=0, has_aux=False, holomorphic=False):
-    """The Jacobian of ``fun`` (reverse mode for now; see jacrev)."""
-    return jacrev(fun, argnums, has_aux, holomorphic)
-
-
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-            holomorphic: bool = False) -> Callable:
-    """The Hessian of a scalar ``fun``: the Jacobian of its gradient (reverse-over-reverse).
-
-    Example:
-        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
-        >>> ft.hessian(lambda x: fnp.sum(x ** 3))(np.array([1.0, 2.0]))
-        array([[ 6.,  0.],
-               [ 0., 12.]])
-    """
-    return jacrev(grad(fun, argnums, has_aux=False, holomorphic=holomorphic), argnums,
-                  holomorphic=holomorphic)
 
 
 def stop_gradient(x):

@@ -32,7 +32,7 @@ from .core import AVal, Eqn, Graph, Lit, Var
 from .errors import MissingRuleError
 from .tracing import Trace, Tracer, _current, _source_override, source_line
 
-__all__ = ["vjp_graph", "active_vars", "zeros_like"]
+__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -157,6 +157,77 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
             ct = ct_env.get(v)
             grads.append(ct if ct is not None else zeros_like(v.aval))
         out_atoms = list(g.outputs) + [trace.to_atom(x) for x in grads]
+    finally:
+        _current.reset(token)
+        trace.active = False
+    return Graph(trace.inputs, trace.eqns, out_atoms)
+
+
+def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
+    """The forward-mode graph of ``g``: tangents pushed through every active equation.
+
+    Args:
+        g: a graph.
+        wrt: indices of the inputs that get a tangent input.
+
+    Returns:
+        A graph with inputs ``g.inputs + one tangent per wrt input`` (the primal's type) and
+        outputs ``g.outputs + one tangent per output`` (zeros where no tangent reaches an
+        output; integer outputs get a zero tangent of their own type).
+
+    The forward equations are reused as they are; tangent equations are appended after them,
+    recorded by each op's jvp rule (written with op-level functions, so a jvp graph can be
+    differentiated again in either mode). A tangent that is ``None`` is a symbolic zero.
+    """
+    trace = Trace(_current.get())
+    trace.inputs = list(g.inputs)
+    trace.n_explicit = len(g.inputs)
+    for v in g.inputs:
+        trace.sources[v] = None
+    trace.eqns = list(g.eqns)
+    for e in g.eqns:
+        for o in e.outputs:
+            trace.producer[o] = e
+
+    def val(a):
+        return a.val if isinstance(a, Lit) else Tracer(trace, a)
+
+    tan: dict[Var, object] = {}
+    token = _current.set(trace)
+    try:
+        for i in wrt:
+            v = g.inputs[i]
+            t = trace.new_input(v.aval)
+            if _differentiable(v.aval):
+                tan[v] = t
+        for e in g.eqns:
+            tins = [tan.get(a) if isinstance(a, Var) else None for a in e.inputs]
+            if all(t is None for t in tins) or e.op.zero_grad:
+                continue
+            if not all(_differentiable(o.aval) for o in e.outputs) and not \
+                    e.op.multiple_results:
+                continue
+            rule = e.op.jvp
+            if rule is None or not e.op.differentiable:
+                raise MissingRuleError(
+                    f"cannot push a tangent through {e.op.name}: it "
+                    + ("is not differentiable" if not e.op.differentiable else
+                       "has no jvp rule")
+                    + f"; recorded at {source_line(e.source)}.")
+            stok = _source_override.set(e.source)
+            try:
+                touts = rule(tuple(val(a) for a in e.inputs), tuple(tins),
+                             tuple(val(o) for o in e.outputs), **e.params)
+            finally:
+                _source_override.reset(stok)
+            for o, t in zip(e.outputs, touts):
+                if t is not None and _differentiable(o.aval):
+                    tan[o] = _fit(t, o.aval, e)
+        outs = []
+        for a in g.outputs:
+            t = tan.get(a) if isinstance(a, Var) else None
+            outs.append(t if t is not None else zeros_like(a.aval))
+        out_atoms = list(g.outputs) + [trace.to_atom(x) for x in outs]
     finally:
         _current.reset(token)
         trace.active = False

@@ -95,9 +95,7 @@ def check_grads(f: Callable, args: Sequence, order: int = 2,
                     return api.vjp(f, *xs)[1](_u)
                 check_grads(g, args, order - 1, ("rev",), atol, rtol, eps, seed + 1)
         elif mode == "fwd":
-            jvp = getattr(api, "jvp", None)
-            if jvp is None:
-                raise NotImplementedError("forward mode (ft.jvp) is not available yet")
+            from .forward import jvp
             v = _random_like(args, rng)
             out, tout = jvp(f, args, v)
             numeric = numerical_jvp(f, args, v, eps)

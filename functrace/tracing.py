@@ -279,7 +279,14 @@ class Tracer:
     def __index__(self):
         if self.dtype.kind not in "iub":
             raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
-        return int(self._concrete("an index"))
+        try:
+            return int(self._concrete("an index"))
+        except ConcretizationError:
+            raise ConcretizationError(
+                "a traced integer was used where Python needs a plain int (often: indexing a "
+                "numpy array with it, which numpy cannot record). Index a traced array "
+                "instead, or use fnp.take(X, i, axis=0) / fnp.at(X)[i].get(); at "
+                f"{source_line(_user_source())}") from None
 
     def item(self):
         return self._concrete(".item()").item()

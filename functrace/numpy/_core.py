@@ -19,7 +19,7 @@ from ..tracing import Tracer, _current
 
 __all__ = ["tracing_active", "is_traced", "asarray_any", "aval", "dtype_key", "resolve_ufunc",
            "cast", "bcast", "broadcast_all", "ufunc_apply", "normalize_axis", "normalize_axes",
-           "result_dtype_like_numpy"]
+           "result_dtype_like_numpy", "is_weak_scalar", "weak_result_type"]
 
 
 def tracing_active() -> bool:
@@ -67,8 +67,16 @@ def _iter_nested(x):
             yield e
 
 
+def is_weak_scalar(x) -> bool:
+    """A Python scalar (weakly typed under NEP 50); numpy scalars such as ``np.float64``
+    (a subclass of ``float``) are strongly typed and are not."""
+    return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
+
+
 def dtype_key(x):
-    """A dtype for numpy's resolution: Python scalars stay *weak* (NEP 50)."""
+    """A dtype for numpy's ufunc resolution: Python scalars stay *weak* (NEP 50)."""
+    if isinstance(x, np.generic):
+        return x.dtype
     if isinstance(x, bool):
         return np.dtype(bool)
     if isinstance(x, _PY_SCALARS):
@@ -76,6 +84,13 @@ def dtype_key(x):
     if isinstance(x, Tracer):
         return x.dtype
     return np.asarray(x).dtype
+
+
+def weak_result_type(*xs) -> np.dtype:
+    """``np.result_type`` of operands with NEP 50's weak Python scalars (``x_f32`` with
+    ``1.0`` gives float32), for the non-ufunc functions (where, clip, ...)."""
+    return np.result_type(*[x if is_weak_scalar(x) else
+                            (x if isinstance(x, np.dtype) else dtype_key(x)) for x in xs])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -119,7 +134,7 @@ def broadcast_all(*xs):
 
 def ufunc_apply(uf: np.ufunc, prim_fn, *args):
     """Trace ``uf(*args)`` as ``prim_fn`` with numpy's promotion and broadcasting."""
-    args = [a if isinstance(a, _PY_SCALARS) else asarray_any(a) for a in args]
+    args = [a if is_weak_scalar(a) else asarray_any(a) for a in args]
     in_dts, out_dt = resolve_ufunc(uf, tuple(dtype_key(a) for a in args))
     args = [cast(a, d) for a, d in zip(args, in_dts)]
     _, args = broadcast_all(*args)

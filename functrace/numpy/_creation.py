@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import ops
 from ..tracing import Tracer, _current
-from ._core import asarray_any, cast
+from ._core import asarray_any, cast, weak_result_type
 
 __all__ = ["zeros", "ones", "full", "empty", "eye", "identity", "arange", "linspace",
            "logspace", "geomspace", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -179,11 +179,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if _current.get() is None or not (isinstance(start, Tracer) or isinstance(stop, Tracer)):
         return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
     from ._ufuncs import add, multiply, subtract
-    grid = np.linspace(0.0, 1.0, num, endpoint)
     s = asarray_any(start)
     e = asarray_any(stop)
     if s.ndim or e.ndim or axis != 0:
         raise NotImplementedError("traced linspace supports scalar start/stop and axis=0")
+    dt = weak_result_type(s, e, float(num))   # numpy's: float32 bounds give float32
+    grid = np.linspace(0.0, 1.0, num, endpoint).astype(dt)
+    s, e = cast(s, dt), cast(e, dt)
     step = subtract(e, s)
     y = add(s, multiply(grid, step))
     if dtype is not None:

@@ -196,7 +196,8 @@ def matvec(x1, x2, /):
     """
     if _current.get() is None:
         return np.matvec(x1, x2)
-    return matmul(x1, x2)
+    from ._shape import expand_dims, squeeze
+    return squeeze(matmul(x1, expand_dims(x2, -1)), -1)
 
 
 def kron(a, b):
@@ -314,8 +315,12 @@ def _diag_reduce(x, subs, needed):
     return x, subs
 
 
-def einsum(subscripts, *operands, optimize="greedy", dtype=None, out=None, **kwargs):
+def einsum(subscripts, *operands, optimize=False, dtype=None, out=None, **kwargs):
     """numpy.einsum, lowered to pairwise dot_general contractions in opt_einsum's order.
+
+    Outside a transform this is numpy's einsum with numpy's defaults (``optimize=False``), so
+    eager results are numpy's bit for bit; traced, the contraction order is opt_einsum's
+    (``"greedy"`` unless ``optimize`` names another strategy).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np

@@ -136,6 +136,11 @@ def _minmax(name, npfn, prim):
                 raise ValueError(f"reduction operation '{name}' does not have an identity, so "
                                  "to use a where mask one has to specify 'initial'")
             x = _where_fill(x, where, initial)
+        if initial is not None and builtins.any(x.shape[i] == 0 for i in axes):
+            # an empty reduction gives ``initial``: pad one element of it along a reduced axis
+            cfg = [(0, 0, 0)] * x.ndim
+            cfg[axes[0]] = (0, 1, 0)
+            x = ops.pad(x, np.asarray(initial, x.dtype), tuple(cfg))
         y = prim(x, axes)
         if initial is not None:
             y = (ops.maximum if name == "max" else ops.minimum)(y, np.asarray(initial, x.dtype))
@@ -178,16 +183,23 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     x = asarray_any(a)
     dt = result_dtype_like_numpy(np.var, x.dtype, dtype=dtype)
     axes = normalize_axes(axis, x.ndim)
-    xs = cast(x, dt)
+    xs = cast(x, _working_dtype(x.dtype, dt))
     centred = ops.sub(xs, ops.broadcast_in_dim(_mean_of(xs, axes), x.shape,
                                                tuple(i for i in range(x.ndim) if i not in axes)))
-    if dt.kind == "c":
+    if xs.dtype.kind == "c":
         sq = ops.real(ops.mul(centred, ops.conj(centred)))
     else:
         sq = ops.mul(centred, centred)
     n = _count(x.shape, axes) - ddof
     y = ops.div(ops.reduce_sum(sq, axes), np.asarray(n, sq.dtype))
     return _keep(y, x.shape, axes, keepdims)
+
+
+def _working_dtype(x_dtype, out_dtype):
+    """var/std of complex data is real (``out_dtype``), but the centring is complex."""
+    if x_dtype.kind == "c":
+        return np.result_type(x_dtype, out_dtype)
+    return out_dtype
 
 
 def _mean_of(xs, axes):
@@ -220,7 +232,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     x = asarray_any(a)
     dt = result_dtype_like_numpy(np.std, x.dtype, dtype=dtype)
     axes = normalize_axes(axis, x.ndim)
-    xs = cast(x, dt)
+    xs = cast(x, _working_dtype(x.dtype, dt))
     centred = ops.sub(xs, ops.broadcast_in_dim(_mean_of(xs, axes), x.shape,
                                                tuple(i for i in range(x.ndim) if i not in axes)))
     nrm = ops.l2norm(centred, axes)
@@ -373,8 +385,12 @@ def _nan_version(name, npfn, base, fill):
             s = sum(ops.select(ok, x, np.zeros((), x.dtype)), axis=axis, keepdims=keepdims)
             n = sum(cast(ok, x.dtype), axis=axis, keepdims=keepdims)
             return ops.div(s, n)
-        filled = ops.select(ops.isnan(x), np.asarray(fill, x.dtype), x)
-        return base(filled, axis=axis, keepdims=keepdims)
+        nan = ops.isnan(x)
+        y = base(ops.select(nan, np.asarray(fill, x.dtype), x), axis=axis, keepdims=keepdims)
+        if name in ("nanmax", "nanmin"):   # an all-NaN slice gives NaN, as in numpy
+            y = ops.select(all(nan, axis=axis, keepdims=keepdims),
+                           np.asarray(np.nan, x.dtype), y)
+        return y
     f.__name__ = name
     f.__doc__ = (f"numpy.{name}.\n\nExample:\n    >>> import functrace.numpy as fnp, numpy as np"
                  f"\n    >>> float(fnp.{name}(np.array([1.0, np.nan, 3.0])))\n"

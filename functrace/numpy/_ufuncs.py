@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import ops
 from ..tracing import Tracer, _current
-from ._core import asarray_any, bcast, broadcast_all, cast, dtype_key, ufunc_apply
+from ._core import (asarray_any, broadcast_all, cast, result_dtype_like_numpy,
+                    ufunc_apply, weak_result_type)
 
 __all__: list[str] = []
 
@@ -171,8 +172,8 @@ def power(x1, x2, /, **kwargs):
         x = asarray_any(x1)
         dt = np.result_type(x.dtype, x2) if isinstance(x, np.ndarray) else None
         xdt = x.dtype if isinstance(x, Tracer) else dt
-        if xdt.kind in "fc":
-            return ops.integer_pow(cast(x, np.result_type(xdt, type(x2))), int(x2))
+        if xdt.kind in "fc":   # x2 is a weak Python scalar (NEP 50): x_f32 ** 2 is float32
+            return ops.integer_pow(cast(x, np.result_type(xdt, x2)), int(x2))
     return _power_generic(x1, x2, **kwargs)
 
 
@@ -194,7 +195,7 @@ def where(condition, x=None, y=None, /):
     if x is None or y is None:
         raise ValueError("either both or neither of x and y should be given")
     c = cast(asarray_any(condition), bool)
-    dt = np.result_type(dtype_key(x), dtype_key(y))
+    dt = weak_result_type(x, y)
     x, y = cast(x, dt), cast(y, dt)
     _, (c, x, y) = broadcast_all(c, x, y)
     if np.shape(c) == () and not isinstance(c, Tracer):
@@ -202,7 +203,7 @@ def where(condition, x=None, y=None, /):
     return ops.select(c, x, y)
 
 
-def clip(a, a_min=None, a_max=None, /, **kwargs):
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):  # noqa: A002
     """numpy.clip; the gradient is 1 on the closed interval [a_min, a_max] (NUMERICS.md).
 
     Example:
@@ -210,16 +211,22 @@ def clip(a, a_min=None, a_max=None, /, **kwargs):
         >>> fnp.clip(np.array([-2.0, 0.5, 3.0]), -1.0, 1.0)
         array([-1. ,  0.5,  1. ])
     """
+    if min is not None or max is not None:   # numpy 2's keyword names
+        if (min is not None and a_min is not None) or (max is not None and a_max is not None):
+            raise TypeError("clip: pass a_min/a_max or min/max, not both")
+        a_min = a_min if min is None else min
+        a_max = a_max if max is None else max
     if _current.get() is None:
-        return np.clip(a, a_min, a_max, **kwargs)
+        return np.clip(a, a_min, a_max, out=out, **kwargs)
+    if out is not None or kwargs:
+        raise TypeError("clip: out= and ufunc keywords are not supported on traced arrays")
     a = asarray_any(a)
-    dt = a.dtype
-    for b in (a_min, a_max):
-        if b is not None:
-            dt = np.result_type(dt, dtype_key(b))
-    inf = np.asarray(np.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).max, dt)
-    lo = cast(a_min, dt) if a_min is not None else -inf
-    hi = cast(a_max, dt) if a_max is not None else inf
+    dt = weak_result_type(a, *[b for b in (a_min, a_max) if b is not None])
+    flt = np.dtype(dt).kind in "fc"
+    lo = cast(a_min, dt) if a_min is not None else \
+        np.asarray(-np.inf if flt else np.iinfo(dt).min, dt)
+    hi = cast(a_max, dt) if a_max is not None else \
+        np.asarray(np.inf if flt else np.iinfo(dt).max, dt)
     _, (a, lo, hi) = broadcast_all(cast(a, dt), lo, hi)
     return ops.clip(a, lo, hi)
 
@@ -330,7 +337,7 @@ def imag(val):
     v = asarray_any(val)
     if v.dtype.kind == "c":
         return ops.imag(v)
-    return bcast(np.zeros((), v.dtype), v.shape)
+    return ops.broadcast_to_shape(np.zeros((), v.dtype), v.shape)
 
 
 def angle(z, deg=False):
@@ -346,10 +353,9 @@ def angle(z, deg=False):
     z = asarray_any(z)
     if z.dtype.kind == "c":
         a = ops.atan2(ops.imag(z), ops.real(z))
-    else:
-        z = cast(z, np.result_type(z.dtype, np.float64))
-        zero = np.zeros((), z.dtype)
-        a = ops.select(ops.lt(z, zero), np.asarray(np.pi, z.dtype), zero)
+    else:   # numpy: arctan2(0, z), so -0.0 gives pi and nan stays nan
+        z = cast(z, result_dtype_like_numpy(np.angle, z.dtype))
+        a = ops.atan2(ops.broadcast_to_shape(np.zeros((), z.dtype), z.shape), z)
     return ops.mul(a, np.asarray(180 / np.pi, a.dtype)) if deg else a
 
 

@@ -11,6 +11,7 @@ from . import dot, elementwise, indexing, reduce, shape
 from .dot import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
+from .linalg import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 

@@ -30,7 +30,9 @@ def _py_index(spec, arrays):
     for e in spec:
         kind = e[0]
         if kind == "slice":
-            out.append(slice(e[1], e[2], e[3]))
+            # normalised (slice.indices) stops are -1 for "through index 0" with a negative
+            # step; as a Python slice that would mean "the last element"
+            out.append(slice(e[1], e[2] if e[2] >= 0 else None, e[3]))
         elif kind == "int":
             out.append(e[1])
         elif kind == "none":
