@@ -16,7 +16,7 @@ need them.
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
 from . import nn, test_util, tree_util
-from .api import (checkpoint, clear_caches, custom_vjp, grad, remat, stop_gradient, trace,
+from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, stop_gradient, trace,
                   value_and_grad, vjp)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .core import AVal, Graph, verify
@@ -28,7 +28,7 @@ from .tracing import ShapeDtype
 __version__ = "0.1.0"
 
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
-           "jacrev", "jacobian", "hessian", "stop_gradient", "clear_caches", "custom_vjp",
+           "jacrev", "jacobian", "hessian", "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp",
            "checkpoint", "remat", "Symbol", "ShapeDtype", "AVal", "Graph", "verify",
            "tree_util", "nn", "test_util",
            "FunctraceError", "ShapeError", "ConcretizationError", "MissingRuleError",

@@ -486,6 +486,45 @@ class custom_vjp:  # noqa: N801 - JAX's name
         return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
 
 
+class custom_jvp:  # noqa: N801 - JAX's name
+    """A function with a user-defined forward-mode rule (JAX style); reverse mode uses the
+    same rule, transposed automatically.
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> @ft.custom_jvp
+        ... def log1pexp(x):
+        ...     return fnp.log1p(fnp.exp(x))
+        >>> @log1pexp.defjvp
+        ... def _(primals, tangents):
+        ...     (x,), (t,) = primals, tangents
+        ...     return log1pexp(x), t * (1.0 - 1.0 / (1.0 + fnp.exp(x)))
+        >>> float(ft.grad(log1pexp)(100.0))
+        1.0
+
+    ``rule(primals, tangents) -> (primal_out, tangent_out)`` with ``primals`` and
+    ``tangents`` tuples of the arguments; the tangent output must be linear in the tangents.
+    """
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.rule = None
+
+    def defjvp(self, rule: Callable) -> Callable:
+        self.rule = rule
+        return rule
+
+    def __call__(self, *args):
+        if self.rule is None:
+            raise TypeError(f"custom_jvp function {self.fun.__name__} has no rule: decorate "
+                            "one with @f.defjvp first")
+        if _current.get() is None:
+            return self.fun(*args)
+        from .autodiff import trace_custom_jvp
+        return trace_custom_jvp(self.fun, self.rule, args)
+
+
 def checkpoint(fun: Callable, prevent_cse: bool = True) -> Callable:
     """Rematerialisation: under differentiation, ``fun``'s intermediates are recomputed in the
     backward pass instead of being kept alive from the forward pass.

@@ -71,7 +71,8 @@ def _fit(ct, aval: AVal, eqn: Eqn):
         if aval.shape == ():
             ct = ops.reduce_sum(ct, tuple(range(len(cav.shape))))
         else:
-            raise AssertionError(f"vjp rule of {eqn.op.name} returned a cotangent of shape "
+            raise AssertionError(f"rule of {eqn.op.name if eqn else 'a custom function'} "
+                                 f"returned a value of shape "
                                  f"{cav.shape} for an operand of shape {aval.shape}")
     if cav.dtype != aval.dtype:
         if aval.dtype.kind == "f" and cav.dtype.kind == "c":
@@ -361,4 +362,104 @@ def trace_custom_vjp(fun, fwd, bwd, args):
                         "value of an enclosing transform; pass it as an argument instead")
     rule = _Rule(fwd, bwd, in_tree, box["out"], getattr(fun, "__name__", "f"))
     outs = bind(custom_vjp_call_p, *leaves, fun_graph=tr.graph, rule=rule)
+    return tree_util.tree_unflatten(box["out"], list(outs))
+
+
+# --------------------------------------------------------------------------------------------
+# custom_jvp: a user jvp rule; reverse mode transposes it by differentiating the (linear)
+# tangent map t -> rule(x, t) with the ordinary vjp machinery
+# --------------------------------------------------------------------------------------------
+
+class _JvpRule:
+    """A user's custom_jvp rule, hashable by identity (a graph param)."""
+
+    __slots__ = ("jvp", "in_tree", "out_tree", "name")
+
+    def __init__(self, jvp, in_tree, out_tree, name):
+        self.jvp, self.in_tree, self.out_tree, self.name = jvp, in_tree, out_tree, name
+
+    def __repr__(self):
+        return f"<custom_jvp rule of {self.name}>"
+
+
+def _custom_jvp_impl(*args, fun_graph, rule):
+    return tuple(eval_graph(fun_graph, list(args)))
+
+
+def _custom_jvp_abstract(*avals, fun_graph, rule):
+    return _sub_abstract(*avals, graph=fun_graph)
+
+
+custom_jvp_call_p = Op("custom_jvp_call", _custom_jvp_abstract, _custom_jvp_impl,
+                       multiple_results=True)
+
+
+def _tangent_outputs(rule, fun_graph, primals, tangents):
+    from . import tree_util
+    ps = tree_util.tree_unflatten(rule.in_tree, list(primals))
+    ts = tree_util.tree_unflatten(rule.in_tree, [
+        t if t is not None else zeros_like(v.aval) for t, v in zip(tangents, fun_graph.inputs)])
+    res = rule.jvp(tuple(ps), tuple(ts))
+    if not isinstance(res, tuple) or len(res) != 2:
+        raise TypeError(f"the custom_jvp rule of {rule.name} must return "
+                        "(primal_out, tangent_out)")
+    t_leaves, t_tree = tree_util.tree_flatten(res[1])
+    if t_tree != rule.out_tree:
+        raise TypeError(f"the custom_jvp rule of {rule.name} returned a tangent with structure "
+                        f"{t_tree}; the function's output is {rule.out_tree}")
+    return [_fit(t, o.aval, None) if t is not None else None
+            for t, o in zip(t_leaves, fun_graph.outputs)]
+
+
+def _custom_jvp_jvp(primals, tangents, outs, *, fun_graph, rule):
+    return tuple(_tangent_outputs(rule, fun_graph, primals, tangents))
+
+
+def _custom_jvp_vjp(cts, ins, outs, *, fun_graph, rule):
+    wrt = [i for i, v in enumerate(fun_graph.inputs) if _differentiable(v.aval)]
+
+    def tangent_map(*ts):
+        full = [None] * len(ins)
+        for i, t in zip(wrt, ts):
+            full[i] = t
+        return [t if t is not None else zeros_like(o.aval) for t, o in
+                zip(_tangent_outputs(rule, fun_graph, ins, full), fun_graph.outputs)]
+
+    zeros = [AVal(fun_graph.inputs[i].aval.shape, fun_graph.inputs[i].aval.dtype) for i in wrt]
+    tr = trace_to_graph(tangent_map, zeros)       # linear in ts; ins are captured
+    seeds = ["input" if ct is not None else None for ct in cts]
+    joint = vjp_graph(tr.graph, list(range(len(wrt))), seeds)
+    n_out = len(tr.graph.outputs)
+    from .passes.simplify import dce
+    bwd = dce(Graph(joint.inputs, joint.eqns, joint.outputs[n_out:]))
+    args = [zeros_like(a) for a in zeros] + list(tr.captured) + [ct for ct in cts
+                                                                 if ct is not None]
+    grads = eval_graph(bwd, args)
+    res = [None] * len(ins)
+    for i, gval in zip(wrt, grads):
+        res[i] = gval
+    return tuple(res)
+
+
+custom_jvp_call_p.jvp = _custom_jvp_jvp
+custom_jvp_call_p.vjp = _custom_jvp_vjp
+
+
+def trace_custom_jvp(fun, jvp_rule, args):
+    """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure."""
+    from . import tree_util
+    leaves, in_tree = tree_util.tree_flatten(tuple(args))
+    box = {}
+
+    def flat_fun(*xs):
+        out = fun(*tree_util.tree_unflatten(in_tree, list(xs)))
+        ol, box["out"] = tree_util.tree_flatten(out)
+        return ol
+
+    tr = trace_to_graph(flat_fun, leaves)
+    if tr.captured:
+        raise TypeError(f"custom_jvp function {getattr(fun, '__name__', '?')} closes over a "
+                        "value of an enclosing transform; pass it as an argument instead")
+    rule = _JvpRule(jvp_rule, in_tree, box["out"], getattr(fun, "__name__", "f"))
+    outs = bind(custom_jvp_call_p, *leaves, fun_graph=tr.graph, rule=rule)
     return tree_util.tree_unflatten(box["out"], list(outs))

@@ -286,6 +286,105 @@ def _subgraph_rule(op, key):
     return rule
 
 
+def _unbatched_aval(x):
+    a = x.aval if isinstance(x, Tracer) else AVal.of(np.asarray(x))
+    return AVal(a.shape[1:], a.dtype)
+
+
+def _vmapped(fn, size):
+    """``fn`` (a function of leaf lists -> leaf list) applied to batch-first leaves, as one
+    batched graph evaluated in the current trace."""
+    from .tracing import eval_graph
+
+    def run(*leaves):
+        tr = trace_to_graph(lambda *xs: fn(*xs), [_unbatched_aval(x) for x in leaves])
+        n_cap = len(tr.graph.inputs) - len(leaves)
+        bg = batch_graph(tr.graph, [0] * len(leaves) + [None] * n_cap, size)
+        return eval_graph(bg, list(leaves) + list(tr.captured))
+    return run
+
+
+def _custom_jvp_batch(args, dims, *, fun_graph, rule):
+    from . import tree_util
+    from .autodiff import _JvpRule
+    size = _size_of(args, dims)
+    new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
+    n = len(new)
+
+    def flat_jvp(*pt):
+        ps = tree_util.tree_unflatten(rule.in_tree, list(pt[:n]))
+        ts = tree_util.tree_unflatten(rule.in_tree, list(pt[n:]))
+        out, tout = rule.jvp(tuple(ps), tuple(ts))
+        return tree_util.tree_leaves(out) + tree_util.tree_leaves(tout)
+    batched = _vmapped(flat_jvp, size)
+
+    def jvp_b(primals, tangents):
+        leaves = batched(*tree_util.tree_leaves(primals), *tree_util.tree_leaves(tangents))
+        k = rule.out_tree.num_leaves
+        return (tree_util.tree_unflatten(rule.out_tree, leaves[:k]),
+                tree_util.tree_unflatten(rule.out_tree, leaves[k:]))
+    new_rule = _JvpRule(jvp_b, rule.in_tree, rule.out_tree, rule.name)
+    bg = batch_graph(fun_graph, [0] * n, size)
+    out = bind(registry["custom_jvp_call"], *new, fun_graph=bg, rule=new_rule)
+    return out, (0,) * len(out)
+
+
+def _custom_vjp_batch(args, dims, *, fun_graph, rule):
+    from . import tree_util
+    from .autodiff import _Rule, zeros_like
+    size = _size_of(args, dims)
+    new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
+    box = {}
+    per_example = [_unbatched_aval(x) for x in new]
+    ex = tree_util.tree_unflatten(rule.in_tree, list(range(rule.in_tree.num_leaves)))
+
+    def flat_fwd(*xs):
+        out, res = rule.fwd(*tree_util.tree_unflatten(rule.in_tree, list(xs)))
+        rl, box["res"] = tree_util.tree_flatten(res)
+        return tree_util.tree_leaves(out) + rl
+
+    fwd_b = _vmapped(flat_fwd, size)
+
+    def fwd(*xs):
+        leaves = fwd_b(*tree_util.tree_leaves(xs))
+        k = rule.out_tree.num_leaves
+        res_leaves = leaves[k:]
+        return (tree_util.tree_unflatten(rule.out_tree, leaves[:k]),
+                (tuple(res_leaves), box["res"]))
+
+    def bwd(res, ct):
+        res_leaves, res_tree = res
+        n_res = len(res_leaves)
+
+        def flat_bwd(*rc):
+            r = tree_util.tree_unflatten(res_tree, list(rc[:n_res]))
+            c = tree_util.tree_unflatten(rule.out_tree, list(rc[n_res:]))
+            got = rule.bwd(r, c)
+            leaves, off = [], 0
+            for g_, a in zip(got, ex):
+                k = len(tree_util.tree_leaves(a))
+                if g_ is None:   # a zero cotangent for this argument
+                    g_leaves = [zeros_like(av) for av in per_example[off:off + k]]
+                else:
+                    g_leaves = tree_util.tree_leaves(g_)
+                leaves.extend(g_leaves)
+                off += k
+            return leaves
+        leaves = _vmapped(flat_bwd, size)(*res_leaves, *tree_util.tree_leaves(ct))
+        out, off = [], 0
+        for a in ex:
+            k = len(tree_util.tree_leaves(a))
+            out.append(tree_util.tree_unflatten(tree_util.tree_structure(a),
+                                                leaves[off:off + k]))
+            off += k
+        return tuple(out)
+
+    new_rule = _Rule(fwd, bwd, rule.in_tree, rule.out_tree, rule.name)
+    bg = batch_graph(fun_graph, [0] * len(new), size)
+    out = bind(registry["custom_vjp_call"], *new, fun_graph=bg, rule=new_rule)
+    return out, (0,) * len(out)
+
+
 # --------------------------------------------------------------------------------------------
 # registration
 # --------------------------------------------------------------------------------------------
@@ -299,7 +398,8 @@ _SPECIFIC = {"broadcast_in_dim": _bid_rule, "reshape": _reshape_rule,
              "concatenate": _concat_rule, "iota": _iota_rule, "dot_general": _dot_rule,
              "gather": _gather_rule, "scatter": _scatter_rule}
 _LINALG = ("cholesky", "triangular_solve", "inv", "det", "slogdet", "eigh", "svd", "qr")
-_SUBGRAPH = {"checkpoint": "graph", "custom_vjp_call": "fun_graph"}
+_SUBGRAPH = {"checkpoint": "graph"}
+_CUSTOM = {"custom_jvp_call": _custom_jvp_batch, "custom_vjp_call": _custom_vjp_batch}
 
 
 def _install_rules():
@@ -314,8 +414,10 @@ def _install_rules():
             op.batch = _elementwise_rule(op)
         elif name in _LINALG:
             op.batch = _leading_batch_rule(op)
-        elif name in _SUBGRAPH and name != "custom_vjp_call":
+        elif name in _SUBGRAPH:
             op.batch = _subgraph_rule(op, _SUBGRAPH[name])
+        elif name in _CUSTOM:
+            op.batch = _CUSTOM[name]
 
 
 # --------------------------------------------------------------------------------------------

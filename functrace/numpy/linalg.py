@@ -35,11 +35,44 @@ from ..ops import linalg as _lops
 from ..tracing import Tracer, _current
 from ._core import asarray_any, cast, normalize_axis
 
-__all__ = ["norm", "vector_norm", "matrix_norm", "inv", "solve", "det", "slogdet", "cholesky",
-           "eigh", "eigvalsh", "svd", "svdvals", "qr", "pinv", "matrix_power", "multi_dot",
-           "matrix_rank", "cond", "trace", "diagonal", "outer", "matmul", "tensordot",
-           "vecdot", "cross", "matrix_transpose", "tensorinv", "tensorsolve", "eig", "eigvals",
-           "lstsq", "LinAlgError", "SlogdetResult", "EighResult", "SVDResult", "QRResult"]
+__all__ = [
+    "EighResult",
+    "LinAlgError",
+    "QRResult",
+    "SVDResult",
+    "SlogdetResult",
+    "cholesky",
+    "cond",
+    "cross",
+    "det",
+    "diagonal",
+    "eig",
+    "eigh",
+    "eigvals",
+    "eigvalsh",
+    "inv",
+    "lstsq",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "matrix_transpose",
+    "multi_dot",
+    "norm",
+    "outer",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "tensordot",
+    "tensorinv",
+    "tensorsolve",
+    "trace",
+    "vecdot",
+    "vector_norm",
+]
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -154,7 +187,7 @@ def solve(a, b):
         if b.shape[0] != m:
             raise ValueError(f"solve: Input operand 1 has a mismatch in its core dimension 0 "
                              f"(size {b.shape[0]} is different from {m})")
-        bm = ops.broadcast_in_dim(b, a.shape[:-2] + (m, 1), (a.ndim - 2,))
+        bm = ops.broadcast_in_dim(b, (*a.shape[:-2], m, 1), (a.ndim - 2,))
         x = ops.solve(a, bm)
         return ops.reshape(x, a.shape[:-1])
     if b.shape[-2] != m:
@@ -413,7 +446,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     from ._shape import swapaxes
     m, n = a.shape[-2:]
     if m == 0 or n == 0:
-        return ops.broadcast_in_dim(np.zeros((), a.dtype), a.shape[:-2] + (n, m), ())
+        return ops.broadcast_in_dim(np.zeros((), a.dtype), (*a.shape[:-2], n, m), ())
     if a.dtype.kind == "c":
         a = ops.conj(a)
     u, s, vt = svd(a, full_matrices=False, hermitian=hermitian)
@@ -608,7 +641,7 @@ def _is(ord_, value):
     return not isinstance(ord_, str) and ord_ is not None and ord_ == value
 
 
-def _vector_norm_traced(x, ord, ax, keepdims):  # noqa: A002
+def _vector_norm_traced(x, ord, ax, keepdims):
     shape = x.shape
     rdt = np.empty(0, x.dtype).real.dtype
     if _is(ord, np.inf):
@@ -645,11 +678,11 @@ def _vector_norm_traced(x, ord, ax, keepdims):  # noqa: A002
 def _svd_values_last2(x, row, col):
     nd = x.ndim
     rest = tuple(i for i in range(nd) if i not in (row, col))
-    y = ops.transpose(x, rest + (row, col))
+    y = ops.transpose(x, (*rest, row, col))
     return ops.svd(y, False)[0]
 
 
-def _matrix_norm_traced(x, ord, row, col, keepdims):  # noqa: A002
+def _matrix_norm_traced(x, ord, row, col, keepdims):
     nd = x.ndim
     row = normalize_axis(row, nd)
     col = normalize_axis(col, nd)
@@ -680,7 +713,7 @@ def _matrix_norm_traced(x, ord, row, col, keepdims):  # noqa: A002
     return _keepdims_reshape(y, shape, (row, col)) if keepdims else y
 
 
-def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
+def norm(x, ord=None, axis=None, keepdims=False):
     """numpy.linalg.norm: every vector and matrix order numpy supports.
 
     Vector orders (one axis): None/2 (Euclidean), inf, -inf, 0 (count of non-zeros, zero
@@ -721,7 +754,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
     raise ValueError("Improper number of dimensions to norm.")
 
 
-def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """numpy.linalg.vector_norm: a vector norm over one axis, several axes, or all of them.
 
     Example:
@@ -746,7 +779,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
         rest = tuple(i for i in range(nd) if i not in axes)
         xt = ops.transpose(x, axes + rest)
         size = int(np.prod([shape[i] for i in axes], dtype=np.int64))
-        y = norm(ops.reshape(xt, (size,) + tuple(shape[i] for i in rest)), ord=ord, axis=0)
+        y = norm(ops.reshape(xt, (size, *tuple(shape[i] for i in rest))), ord=ord, axis=0)
     else:
         axes = (normalize_axis(axis, nd),)
         y = norm(x, ord=ord, axis=axes[0])
@@ -755,7 +788,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
     return y
 
 
-def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """numpy.linalg.matrix_norm: a matrix norm over the last two axes.
 
     Example:

@@ -39,9 +39,26 @@ from .dot import dot_general
 from .reduce import reduce_max, reduce_sum
 from .shape import broadcast_in_dim, concatenate, iota, slice_op, transpose
 
-__all__ = ["cholesky_p", "triangular_solve_p", "solve_p", "inv_p", "det_p", "slogdet_p",
-           "eigh_p", "svd_p", "qr_p", "cholesky", "triangular_solve", "solve", "inv", "det",
-           "slogdet", "eigh", "svd", "qr"]
+__all__ = [
+    "cholesky",
+    "cholesky_p",
+    "det",
+    "det_p",
+    "eigh",
+    "eigh_p",
+    "inv",
+    "inv_p",
+    "qr",
+    "qr_p",
+    "slogdet",
+    "slogdet_p",
+    "solve",
+    "solve_p",
+    "svd",
+    "svd_p",
+    "triangular_solve",
+    "triangular_solve_p",
+]
 
 _LINALG_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
 
@@ -96,7 +113,7 @@ def _is_complex(x) -> bool:
 def matrix_transpose(x):
     """Swap the last two axes."""
     nd = _nd(x)
-    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+    return transpose(x, (*tuple(range(nd - 2)), nd - 1, nd - 2))
 
 
 def _conj(x):
@@ -175,13 +192,13 @@ def diag_part(x):
 def _along_cols(v, shape):
     """(..., K) -> shape (..., M, K) with entry [..., i, j] = v[..., j]."""
     nb = len(shape) - 2
-    return broadcast_in_dim(v, tuple(shape), tuple(range(nb)) + (nb + 1,))
+    return broadcast_in_dim(v, tuple(shape), (*tuple(range(nb)), nb + 1))
 
 
 def _along_rows(v, shape):
     """(..., M) -> shape (..., M, K) with entry [..., i, j] = v[..., i]."""
     nb = len(shape) - 2
-    return broadcast_in_dim(v, tuple(shape), tuple(range(nb)) + (nb,))
+    return broadcast_in_dim(v, tuple(shape), (*tuple(range(nb)), nb))
 
 
 def _per_matrix(s, shape):
@@ -192,7 +209,7 @@ def _per_matrix(s, shape):
 def diag_embed(v):
     """Square matrices with ``v`` on the diagonal: (..., N) -> (..., N, N)."""
     n = shape_of(v)[-1]
-    shape = shape_of(v) + (n,)
+    shape = (*shape_of(v), n)
     return ew.mul(_along_rows(v, shape), eye_like(shape, dtype_of(v)))
 
 
@@ -215,7 +232,7 @@ def _spectral_f(lam, scale):
     under rotations inside a degenerate eigenspace needs.
     """
     n = shape_of(lam)[-1]
-    shape = shape_of(lam) + (n,)
+    shape = (*shape_of(lam), n)
     diff = ew.sub(_along_cols(lam, shape), _along_rows(lam, shape))
     tol = ew.mul(_per_matrix(scale, shape),
                  lit(n * float(np.finfo(dtype_of(lam)).eps), lam))
@@ -616,10 +633,10 @@ def _svd_abstract(a, *, compute_uv):
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = a.shape[:-2]
-    s = AVal(batch + (k,), _real_dtype(a.dtype))
+    s = AVal((*batch, k), _real_dtype(a.dtype))
     if not compute_uv:
         return (s,)
-    return (AVal(batch + (m, k), a.dtype), s, AVal(batch + (k, n), a.dtype))
+    return (AVal((*batch, m, k), a.dtype), s, AVal((*batch, k, n), a.dtype))
 
 
 def _svd_impl(a, *, compute_uv):
@@ -704,7 +721,7 @@ def _svd_vjp(cts, ins, outs, *, compute_uv):
         return (None,)
     m, n = shape_of(a)[-2:]
     k = min(m, n)
-    kk = shape_of(s) + (k,)
+    kk = (*shape_of(s), k)
     terms = []
     if sbar is not None:
         terms.append(diag_embed(_cast(sbar, dt)))
@@ -750,7 +767,7 @@ def _qr_abstract(a):
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = a.shape[:-2]
-    return (AVal(batch + (m, k), a.dtype), AVal(batch + (k, n), a.dtype))
+    return (AVal((*batch, m, k), a.dtype), AVal((*batch, k, n), a.dtype))
 
 
 def _qr_impl(a):
@@ -861,14 +878,14 @@ qr_p.jvp, qr_p.vjp = _qr_jvp, _qr_vjp
 
 def _leading_batch_rule(op):
     def rule(args, dims, **params):
-        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
+        size = next(shape_of(a)[d] for a, d in zip(args, dims, strict=False) if d is not None)
         new = []
-        for a, d in zip(args, dims):
+        for a, d in zip(args, dims, strict=False):
             shape = shape_of(a)
             if d is None:
-                a = broadcast_in_dim(a, (size,) + shape, tuple(range(1, len(shape) + 1)))
+                a = broadcast_in_dim(a, (size, *shape), tuple(range(1, len(shape) + 1)))
             elif d != 0:
-                a = transpose(a, (d,) + tuple(i for i in range(len(shape)) if i != d))
+                a = transpose(a, (d, *tuple(i for i in range(len(shape)) if i != d)))
             new.append(a)
         out = bind(op, *new, **params)
         if op.multiple_results:
