@@ -1,4 +1,5 @@
-"""Equation counts of grad^k(f), k = 1..4, against JAX's make_jaxpr (optional peer).
+"""Equation counts of grad^k(f) (k = 1..4), jvp and hessian graphs, against JAX's
+make_jaxpr (optional peer).
 
 Run:  python benchmarks/bench_graph_size.py
 
@@ -96,12 +97,21 @@ def main():
             a = ft_count(fs[k], x)
             b = jax_count(js[k], x) if have_jax else None
             rows.append((name, k + 1, a, b))
-    print(f"{'function':<16}{'k':>3}{'functrace':>11}{'jax':>7}{'ratio':>8}")
+    # forward mode and Hessians (issue #4): jvp along v, and the full Hessian
+    for (name, f, x, scalar), peer in zip(ours, theirs):
+        t = np.ones_like(np.asarray(x, dtype=float))
+        a = ft_count(lambda x, f=f: ft.jvp(f, (x,), (t,))[1], x)
+        b = jax_count(lambda x, f=peer[1]: jax.jvp(f, (x,), (t,))[1], x) if have_jax else None
+        rows.append((name, "jvp", a, b))
+        a = ft_count(ft.hessian(f), x)
+        b = jax_count(jax.hessian(peer[1]), x) if have_jax else None
+        rows.append((name, "hess", a, b))
+    print(f"{'function':<16}{'k':>5}{'functrace':>11}{'jax':>7}{'ratio':>8}")
     worst = 0.0
     for name, k, a, b in rows:
         r = f"{a / b:.2f}" if b else "-"
         worst = max(worst, a / b if b else 0)
-        print(f"{name:<16}{k:>3}{a:>11}{b if b is not None else '-':>7}{r:>8}")
+        print(f"{name:<16}{k:>5}{a:>11}{b if b is not None else '-':>7}{r:>8}")
     if have_jax:
         print(f"worst ratio functrace/jax: {worst:.2f} ({'OK' if worst <= 1 else 'OVER'})")
 

@@ -256,7 +256,7 @@ for _n in ("isnan", "isinf", "isfinite"):
     case(f"{_n}:specials", getattr(fnp, _n), ((2, 3),), domain=(with_specials,), order=0)
 case("logical_not:float", fnp.logical_not, ((5,),), domain=(-1, 1), order=0)
 case("logical_not:bool", fnp.logical_not, ((5,),), dtypes=("bool",), order=None)
-case("nan_to_num:specials", fnp.nan_to_num, ((2, 3),), domain=(with_specials,))
+case("nan_to_num:specials", fnp.nan_to_num, ((2, 3),), domain=(with_specials,), order=None)
 case("nan_to_num:kw", fnp.nan_to_num, ((2, 3),), domain=(with_specials,),
      kwargs={"nan": 1.5, "posinf": 9.0, "neginf": -9.0})
 case("nan_to_num:int", fnp.nan_to_num, ((4,),), dtypes=("int32",), order=None)
@@ -438,7 +438,7 @@ for _n in ("max", "min", "amax", "amin"):
     case(f"{_n}:axes_keepdims", _f, _R3, domain=(distinct(),), dtypes=F64,
          kwargs={"axis": (0, 2), "keepdims": True})
     case(f"{_n}:int", _f, ((3, 4),), dtypes=("int16",), order=None, kwargs={"axis": 0})
-case("max:ties", fnp.max, ((2, 3),), dtypes=F64, kwargs={"axis": 1}, order=1,
+case("max:ties", fnp.max, ((2, 3),), dtypes=F64, kwargs={"axis": 1}, order=None,
      domain=lambda rng: [np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])])
 case("max:initial_where", fnp.max, ((2, 3),), domain=(distinct(),), dtypes=F64,
      kwargs={"axis": 1, "initial": -5.0, "where": np.array([True, False, True])})
@@ -508,7 +508,7 @@ case("count_nonzero:axis", fnp.count_nonzero, ((3, 4),), dtypes=("int32", "bool"
 def _with_nans(shape):
     def d(rng):
         x = distinct()(rng, shape, np.float64)
-        x.reshape(-1)[[1, 4]] = np.nan
+        x.reshape(-1)[[1, 5]] = np.nan
         return [x]
     return d
 
@@ -518,6 +518,8 @@ for _n in ("nansum", "nanmean", "nanmax", "nanmin"):
     case(f"{_n}:axis0", getattr(fnp, _n), ((2, 3),), domain=_with_nans((2, 3)), dtypes=F64,
          kwargs={"axis": 0})
     case(f"{_n}:int", getattr(fnp, _n), ((2, 3),), dtypes=("int32",), order=None)
+    case(f"{_n}:all_nan_slice", getattr(fnp, _n), ((2, 2),), dtypes=F64, order=None,
+         kwargs={"axis": 0}, domain=lambda rng: [np.array([[np.nan, 1.0], [np.nan, 2.0]])])
 case("median:odd", fnp.median, ((5,),), domain=(distinct(),))
 case("median:even_axis", fnp.median, ((3, 4),), domain=(distinct(),), kwargs={"axis": 1})
 case("median:keepdims", fnp.median, ((3, 4),), domain=(distinct(),), dtypes=F64,

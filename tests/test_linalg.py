@@ -233,7 +233,9 @@ def test_eager_is_numpy(i):
     ours, theirs, args = EAGER[i]
     a, b = ours(*args), theirs(*args)
     assert type(a) is type(b)
-    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,), strict=False):
+    a_t = a if isinstance(a, tuple) else (a,)
+    b_t = b if isinstance(b, tuple) else (b,)
+    for x, y in zip(a_t, b_t, strict=True):
         np.testing.assert_array_equal(x, y)
         assert np.asarray(x).dtype == np.asarray(y).dtype
 
@@ -330,7 +332,8 @@ def test_rules_jvp_fd_and_transpose(name, op, make, params, gauge, dtype):
     vj = op.vjp(tuple(cts), tuple(args), outs, **params)
     lhs = sum(np.real(np.sum(c * np.asarray(j))) for c, j in zip(cts, jv, strict=False)
               if c is not None and j is not None)
-    rhs = sum(np.real(np.sum(np.asarray(v) * t)) for v, t in zip(vj, tans, strict=False) if v is not None)
+    rhs = sum(np.real(np.sum(np.asarray(v) * t)) for v, t in zip(vj, tans, strict=False)
+              if v is not None)
     assert abs(lhs - rhs) <= 1e-10 * (1 + abs(lhs))
 
 
@@ -611,8 +614,8 @@ def test_vmap_equals_loop(name, f, in_axes, args):
     out = ft.vmap(f, in_axes=in_axes)(*args)
     axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
     n = next(np.shape(a)[d] for a, d in zip(args, axes, strict=False) if d is not None)
-    rows = [f(*[a if d is None else np.take(a, i, axis=d) for a, d in zip(args, axes, strict=False)])
-            for i in range(n)]
+    rows = [f(*[a if d is None else np.take(a, i, axis=d)
+                for a, d in zip(args, axes, strict=False)]) for i in range(n)]
     if isinstance(rows[0], tuple):
         for k in range(len(rows[0])):
             np.testing.assert_allclose(out[k], np.stack([r[k] for r in rows]), rtol=1e-10,

@@ -239,10 +239,21 @@ def test_grads_float64(c: OpCase, dt):
     if c.order == 0:
         _check_grad_dtypes(loss, fargs, zero=True)
         return
+    tol = dict(atol=c.atol, rtol=c.rtol)
+    if _low_precision_output(c, dt):
+        # float64 inputs, float32 result (dtype=, astype): finite differences are only as
+        # good as float32, so use check_grads' float32 step and tolerances
+        tol = dict(eps=3e-3, atol=3e-2, rtol=3e-2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        check_grads(loss, fargs, order=c.order, modes=("rev",), atol=c.atol, rtol=c.rtol)
+        check_grads(loss, fargs, order=c.order, modes=("rev",), **tol)
     _check_grad_dtypes(loss, fargs)
+
+
+def _low_precision_output(c, dt):
+    outs = _leaves(_eager(c, c.make_args(dt)))
+    return any(np.asarray(o).dtype.kind == "f" and np.asarray(o).dtype.itemsize < 8
+               for o in outs)
 
 
 @pytest.mark.parametrize("c, dt", _params(

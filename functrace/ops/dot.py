@@ -86,15 +86,17 @@ def _dg_vjp(cts, ins, outs, *, dimension_numbers):
     for k, d in enumerate(xc):
         pos[d] = B + Fx + ycs.index(yc[k])
     gx = transpose(gx, tuple(pos[d] for d in range(nx)))
-    gy = dot_general(ct, x, ((ct_xf, xf), (cb, xb)))
+    # ct_y with x first: (batch, x contract sorted, y free) is y's own layout in the common
+    # matmul case, so no transpose is needed there
+    gy = dot_general(x, ct, ((xf, ct_xf), (xb, cb)))
     pos = {}
     for i, d in enumerate(yb):
         pos[d] = i
-    for j, d in enumerate(yf):
-        pos[d] = B + j
     xcs = sorted(xc)
     for k, d in enumerate(yc):
-        pos[d] = B + Fy + xcs.index(xc[k])
+        pos[d] = B + xcs.index(xc[k])
+    for j, d in enumerate(yf):
+        pos[d] = B + len(xc) + j
     gy = transpose(gy, tuple(pos[d] for d in range(ny)))
     return gx, gy
 

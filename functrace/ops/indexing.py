@@ -155,6 +155,49 @@ def _gather_jvp(primals, tangents, outs, *, spec):
 gather_p.vjp, gather_p.jvp = _gather_vjp, _gather_jvp
 
 
+# Index arrays may repeat an element (x.at[[0, 0]]...). Basic indices never do, so the rules
+# below only pay for repeats when index arrays are present:
+# * set: numpy keeps the last write; only that update receives a cotangent (``_set_winners``).
+# * mul: out_i = x_i * prod_k v_k over the updates k hitting i; d out_i / d v_k is x_i times the
+#   product of the *other* updates there (``_mul_others``), computed without dividing by zero.
+
+
+def _flat_iota(shape):
+    """int64 array of ``shape`` holding each element's C-order flat position."""
+    from .shape import iota
+    if not shape:
+        return np.zeros((), np.int64)
+    pos, stride = None, 1
+    for d in reversed(range(len(shape))):
+        term = iota(np.int64, shape, d)
+        term = ew.mul(term, np.asarray(stride, np.int64)) if stride != 1 else term
+        pos = term if pos is None else ew.add(pos, term)
+        stride *= shape[d]
+    return pos
+
+
+def _set_winners(x, v, idx, spec):
+    """bool, v's shape: whether each update is the one ``x[idx] = v`` keeps (the last)."""
+    pos = _flat_iota(shape_of(v))
+    owner = scatter(_zeros(shape_of(x), np.dtype(np.int64)), pos, idx, spec, "set")
+    return ew.eq(gather(owner, idx, spec), pos)
+
+
+def _mul_others(x, v, idx, spec):
+    """v's shape: x at each update's target times the product of the other updates there."""
+    dt = dtype_of(v)
+    zero, one = np.zeros((), dt), np.ones((), dt)
+    nz = ew.ne(v, zero)
+    safe_v = ew.select(nz, v, one)
+    prod_nz = gather(scatter(x, safe_v, idx, spec, "mul"), idx, spec)   # x * prod nonzero v
+    n_zero = gather(scatter(_zeros(shape_of(x), dt), ew.convert_element_type(
+        ew.logical_not(nz), dt), idx, spec, "add"), idx, spec)
+    # v_k != 0: the others are all nonzero only if no zero hit the place; divide v_k out.
+    # v_k == 0: the others are prod_nz if v_k is the only zero there, else 0.
+    return ew.select(nz, ew.select(ew.eq(n_zero, zero), ew.div(prod_nz, safe_v), zero),
+                     ew.select(ew.eq(n_zero, one), prod_nz, zero))
+
+
 def _scatter_vjp(cts, ins, outs, *, spec, mode):
     x, v, idx = ins[0], ins[1], ins[2:]
     ct = cts[0]
@@ -163,10 +206,15 @@ def _scatter_vjp(cts, ins, outs, *, spec, mode):
         return (ct, gather(ct, idx, spec)) + nones
     if mode == "set":
         ct_x = scatter(ct, _zeros(shape_of(v), dtype_of(v)), idx, spec, "set")
-        return (ct_x, gather(ct, idx, spec)) + nones
-    # mul: out = x * v at the indexed places (exact when indices do not repeat)
+        ct_v = gather(ct, idx, spec)
+        if idx:
+            ct_v = ew.select(_set_winners(x, v, idx, spec), ct_v, np.zeros((), dtype_of(v)))
+        return (ct_x, ct_v) + nones
     ct_x = scatter(ct, v, idx, spec, "mul")
-    ct_v = gather(ew.mul(ct, x), idx, spec)
+    if idx:
+        ct_v = ew.mul(gather(ct, idx, spec), _mul_others(x, v, idx, spec))
+    else:
+        ct_v = gather(ew.mul(ct, x), idx, spec)
     return (ct_x, ct_v) + nones
 
 
@@ -181,10 +229,10 @@ def _scatter_jvp(primals, tangents, outs, *, spec, mode):
         tv = _zeros(shape_of(v), dtype_of(v))
     if mode in ("set", "add"):
         return (scatter(tx, tv, idx, spec, mode),)
-    # d(x * v) = tx * v + x * tv on the indexed places
+    # d(x * prod v) = tx * prod v + sum_k tv_k * (x * prod of the other v) on the indexed places
     t = scatter(tx, v, idx, spec, "mul")
-    extra = scatter(_zeros(shape_of(x), dtype_of(x)), ew.mul(gather(x, idx, spec), tv), idx,
-                    spec, "add")
+    others = _mul_others(x, v, idx, spec) if idx else gather(x, idx, spec)
+    extra = scatter(_zeros(shape_of(x), dtype_of(x)), ew.mul(others, tv), idx, spec, "add")
     return (ew.add(t, extra),)
 
 

@@ -39,26 +39,9 @@ from .dot import dot_general
 from .reduce import reduce_max, reduce_sum
 from .shape import broadcast_in_dim, concatenate, iota, slice_op, transpose
 
-__all__ = [
-    "cholesky",
-    "cholesky_p",
-    "det",
-    "det_p",
-    "eigh",
-    "eigh_p",
-    "inv",
-    "inv_p",
-    "qr",
-    "qr_p",
-    "slogdet",
-    "slogdet_p",
-    "solve",
-    "solve_p",
-    "svd",
-    "svd_p",
-    "triangular_solve",
-    "triangular_solve_p",
-]
+__all__ = ["cholesky", "cholesky_p", "det", "det_p", "eigh", "eigh_p", "inv", "inv_p", "qr",
+           "qr_p", "slogdet", "slogdet_p", "solve", "solve_p", "svd", "svd_p", "triangular_solve",
+           "triangular_solve_p"]
 
 _LINALG_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
 

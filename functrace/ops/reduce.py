@@ -117,6 +117,8 @@ def _prod_others(x, axes):
     xt = transpose(x, perm)
     lead = tuple(xs[i] for i in kept)
     n = int(np.prod([xs[a] for a in axes], dtype=np.int64))
+    if n == 0:
+        return x   # an empty product has no factors: any array of x's (empty) shape
     flat = reshape(xt, lead + (n,))
     one = broadcast_in_dim(lit(1, x), lead + (1,), ())
     last = len(lead)
@@ -209,17 +211,74 @@ cumsum_p.jvp = lambda primals, tangents, outs, *, axis, reverse: (
     None if tangents[0] is None else cumsum(tangents[0], axis, reverse),)
 
 
+# cumprod's derivatives without dividing by x (exact with zeros, at every order). With
+# E_i = prod_{k<i} x_k (the exclusive cumprod), d out_j / d x_i = E_i * prod_{i<k<=j} x_k for
+# j >= i, so
+#   vjp: ct_x_i = E_i * R_i,  R_i = ct_i + x_{i+1} R_{i+1}   (a reverse linear recurrence)
+#   jvp: T_j = t_j E_j + x_j T_{j-1}                          (a forward linear recurrence)
+# Recurrences run as a log-depth doubling scan of slices, pads, mul and add: ops with rules.
+# ``reverse=True`` is the same with the axis flipped.
+
+
+def _shift(x, axis, d, fill):
+    """Shift along ``axis`` by ``d`` (d > 0: towards higher indices), filling with ``fill``."""
+    from .shape import pad, slice_op
+    xs = shape_of(x)
+    n = xs[axis]
+    start, limit = [0] * len(xs), list(xs)
+    cfg = [(0, 0, 0)] * len(xs)
+    if d > 0:
+        limit[axis] = n - d
+        cfg[axis] = (d, 0, 0)
+    else:
+        start[axis] = -d
+        cfg[axis] = (0, -d, 0)
+    return pad(slice_op(x, start, limit), lit(fill, x), cfg)
+
+
+def _linear_recurrence(a, b, axis, backward):
+    """y_i = b_i + a_i * y_{i-1} (``backward``: y_i = b_i + a_i * y_{i+1}); y outside is 0."""
+    n = shape_of(b)[axis]
+    step = -1 if backward else 1
+    d = 1
+    while d < n:
+        b = ew.add(b, ew.mul(a, _shift(b, axis, step * d, 0)))
+        if 2 * d < n:
+            a = ew.mul(a, _shift(a, axis, step * d, 0))
+        d *= 2
+    return b
+
+
+def _exclusive_cumprod(x, axis):
+    if shape_of(x)[axis] == 0:
+        return x
+    return _shift(cumprod(x, axis), axis, 1, 1)
+
+
+def _flip(x, axis, reverse):
+    from .shape import rev
+    return rev(x, (axis,)) if reverse else x
+
+
 def _cumprod_vjp(cts, ins, outs, *, axis, reverse):
-    # d out_j / d x_i = out_j / x_i for j >= i (exact where x has no zeros)
-    x = ins[0]
-    return (ew.div(cumsum(ew.mul(cts[0], outs[0]), axis, not reverse), x),)
+    x = _flip(ins[0], axis, reverse)
+    ct = _flip(cts[0], axis, reverse)
+    if shape_of(x)[axis] == 0:
+        return (_flip(ct, axis, reverse),)
+    r = _linear_recurrence(_shift(x, axis, -1, 0), ct, axis, backward=True)
+    return (_flip(ew.mul(_exclusive_cumprod(x, axis), r), axis, reverse),)
 
 
 def _cumprod_jvp(primals, tangents, outs, *, axis, reverse):
     t = tangents[0]
     if t is None:
         return (None,)
-    return (ew.mul(outs[0], cumsum(ew.div(t, primals[0]), axis, reverse)),)
+    x = _flip(primals[0], axis, reverse)
+    t = _flip(t, axis, reverse)
+    if shape_of(x)[axis] == 0:
+        return (_flip(t, axis, reverse),)
+    y = _linear_recurrence(x, ew.mul(t, _exclusive_cumprod(x, axis)), axis, backward=False)
+    return (_flip(y, axis, reverse),)
 
 
 cumprod_p.vjp, cumprod_p.jvp = _cumprod_vjp, _cumprod_jvp

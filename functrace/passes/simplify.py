@@ -1,18 +1,15 @@
 """Graph -> Graph simplification: dead-code elimination, CSE, constant folding, algebra.
 
 Higher-order gradient graphs grow fast without these. Every pass is a pure function of an
-immutable graph, keeps the graph's inputs and output types, and never changes a value except
-where IEEE arithmetic guarantees it (``x + 0 -> x`` keeps -0.0 aside, see below). Imports core
-and ops only.
+immutable graph that keeps the graph's inputs and output types. Imports core and ops only.
 
 Rewrites applied by ``simplify`` (only when the result's type equals the equation's type):
 ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x``, ``x / 1``, ``x ** 1`` -> ``x``;
-``0 - x``, ``x * -1`` -> ``-x``; ``--x`` -> ``x``; ``x * 0`` -> ``0`` *only* when ``x`` is a
-literal (a traced x may be inf or NaN, and inf * 0 is NaN); identity reshape/transpose/convert;
-``select(c, x, x)`` -> ``x``; products of 0-d literals are folded. ``x + 0 -> x`` can turn a
-``-0.0`` into... nothing: (-0.0) + 0.0 is +0.0 in IEEE, so the rewrite is applied only when the
-zero is ``-0.0`` or ``x`` cannot be ``-0.0``; we accept this one-signed-zero difference for the
-+0.0 case, as XLA does, because no comparison or non-sign-sensitive math can observe it.
+``0 - x``, ``x * -1`` -> ``-x``; ``--x`` -> ``x``; identity reshape/transpose/convert;
+``select(c, x, x)`` -> ``x``; a broadcast 0-d operand of an elementwise op is used directly.
+``x * 0`` -> ``0`` only when ``x`` is a literal: a traced ``x`` may be inf or NaN, and
+``inf * 0`` is NaN. ``x + 0 -> x`` may turn ``-0.0 + 0.0 = +0.0`` into ``-0.0``, as XLA's
+simplifier does; no comparison and no sign-insensitive function can tell the difference.
 """
 
 from __future__ import annotations
@@ -84,7 +81,8 @@ def fold_constants(g: Graph) -> Graph:
     changed = False
     for e in g.eqns:
         ins = tuple(_subst(env, a) for a in e.inputs)
-        if (ins and all(isinstance(a, Lit) for a in ins)
+        scalar_bcast = e.op.name == "broadcast_in_dim" and ins[0].aval.shape == ()
+        if (ins and all(isinstance(a, Lit) for a in ins) and not scalar_bcast
                 and all(o.aval.size <= _FOLD_MAX_SIZE for o in e.outputs)):
             try:
                 res = e.op.impl(*[a.val for a in ins], **e.params)
@@ -117,6 +115,19 @@ def _lit_value(a, zero_bcast):
     return zero_bcast.get(a)
 
 
+def _scalar_mul(x, y, producer):
+    """For ``mul(c1, w)`` with ``w = mul(c2, z)`` (c1, c2 0-d literals): ``(Lit(c1*c2), z)``."""
+    for c1, w in ((x, y), (y, x)):
+        if isinstance(c1, Lit) and c1.val.ndim == 0 and isinstance(w, Var):
+            p = producer.get(w)
+            if p is None or p.op.name != "mul":
+                continue
+            for c2, z in ((p.inputs[0], p.inputs[1]), (p.inputs[1], p.inputs[0])):
+                if isinstance(c2, Lit) and c2.val.ndim == 0 and z.aval == w.aval:
+                    return Lit(np.asarray(c1.val * c2.val, c1.val.dtype)), z
+    return None
+
+
 def simplify(g: Graph) -> Graph:
     """Apply the algebraic identities listed in the module docstring."""
     from .. import ops as _ops
@@ -129,11 +140,21 @@ def simplify(g: Graph) -> Graph:
     def same_type(a, o):
         return a.aval == o.aval
 
+    scalar_src: dict[Var, Var | Lit] = {}   # Var -> the 0-d atom it broadcasts
     for e in g.eqns:
         ins = tuple(_subst(env, a) for a in e.inputs)
         name = e.op.name
         out = e.outputs[0]
         repl = None
+        if e.op.elementwise and len(ins) > 1 and any(a in scalar_src for a in ins
+                                                     if isinstance(a, Var)):
+            # a broadcast 0-d operand can feed the op directly (ops broadcast 0-d operands)
+            # as long as another operand still carries the output shape
+            shaped = [a for a in ins if not (isinstance(a, Var) and a in scalar_src)
+                      and a.aval.shape == out.aval.shape]
+            if shaped:
+                ins = tuple(scalar_src[a] if isinstance(a, Var) and a in scalar_src else a
+                            for a in ins)
         if name in ("add", "sub", "mul", "div"):
             x, y = ins
             cx, cy = _lit_value(x, const_of), _lit_value(y, const_of)
@@ -148,6 +169,12 @@ def simplify(g: Graph) -> Graph:
                 elif cx == 0 and same_type(y, out):
                     repl = ("neg", y)
             elif name == "mul":
+                inner = _scalar_mul(x, y, producer)
+                if inner is not None:       # c1 * (c2 * z) -> (c1*c2) * z
+                    c, z = inner
+                    ins = (c, z)
+                    x, y = ins
+                    cx, cy = _lit_value(x, const_of), _lit_value(y, const_of)
                 if cy == 1 and same_type(x, out):
                     repl = x
                 elif cx == 1 and same_type(y, out):
@@ -174,8 +201,10 @@ def simplify(g: Graph) -> Graph:
                 repl = ins[0]
         elif name == "select" and ins[1] == ins[2] and same_type(ins[1], out):
             repl = ins[1]
-        elif name == "broadcast_in_dim" and isinstance(ins[0], Lit) and ins[0].val.ndim == 0:
-            const_of[out] = ins[0].val.item()
+        elif name == "broadcast_in_dim" and ins[0].aval.shape == ():
+            scalar_src[out] = ins[0]
+            if isinstance(ins[0], Lit):
+                const_of[out] = ins[0].val.item()
         if repl is None:
             if ins != e.inputs:
                 e = Eqn(e.op, ins, e.params, e.outputs, e.source)
