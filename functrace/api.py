@@ -144,8 +144,21 @@ def _cell_full(c):
 
 
 def _abstract_key(leaves):
-    return tuple(AVal.of(x) if not isinstance(x, Tracer | AVal) else
-                 (x.aval if isinstance(x, Tracer) else x) for x in leaves)
+    """Shape/dtype signature of the leaves (cheap: no AVal objects for numpy arrays)."""
+    key = []
+    for x in leaves:
+        t = type(x)
+        if t is np.ndarray:
+            key.append((x.shape, x.dtype.str))
+        elif t is float or t is int or t is complex or t is bool:
+            key.append(t)
+        elif isinstance(x, Tracer):
+            key.append(x.aval)
+        elif isinstance(x, AVal):
+            key.append(x)
+        else:
+            key.append(AVal.of(x))
+    return tuple(key)
 
 
 def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=None):

@@ -185,10 +185,18 @@ def _dot_rule(args, dims, *, dimension_numbers):
         x = moveaxis(x, dx, 0)
         dn = ((tuple(c + 1 for c in xc), yc), (tuple(b + 1 for b in xb), yb))
         return (ops.dot_general(x, y, dn),), (len(xb),)
+    # only y is batched: contract with y first so the batch axis comes right after the batch
+    # dims, then restore (batch, B, x free, y free) order; the transpose is the identity in the
+    # common matrix-vector case, so no copy is made
     y = moveaxis(y, dy, 0)
-    dn = ((xc, tuple(c + 1 for c in yc)), (xb, tuple(b + 1 for b in yb)))
+    dn = ((tuple(c + 1 for c in yc), xc), (tuple(b + 1 for b in yb), xb))
+    z = ops.dot_general(y, x, dn)      # (batch, B, y free rest, x free)
+    nb = len(xb)
+    ny_rest = len(_shape(y)) - 1 - len(yc) - len(yb)
     nx_free = len(_shape(x)) - len(xc) - len(xb)
-    return (ops.dot_general(x, y, dn),), (len(xb) + nx_free,)
+    perm = (tuple(range(nb + 1)) + tuple(range(nb + 1 + ny_rest, nb + 1 + ny_rest + nx_free))
+            + tuple(range(nb + 1, nb + 1 + ny_rest)))
+    return (ops.transpose(z, perm),), (nb,)
 
 
 # --------------------------------------------------------------------------------------------

@@ -154,22 +154,28 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         >>> ft.vmap(lambda x, w: fnp.dot(x, w), in_axes=(0, None))(np.ones((3, 2)), np.ones(2))
         array([2., 2., 2.])
     """
+    if not isinstance(in_axes, tuple | list) and in_axes is not None and not isinstance(
+            in_axes, int | np.integer):
+        raise TypeError(f"vmap in_axes must be an int, None or a tuple, got {in_axes!r}")
+    dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes
+
     def batched(*args):
-        if not isinstance(in_axes, tuple | list) and in_axes is not None and not isinstance(
-                in_axes, int | np.integer):
-            raise TypeError(f"vmap in_axes must be an int, None or a tuple, got {in_axes!r}")
-        axes = tuple(in_axes) if isinstance(in_axes, tuple | list) else (in_axes,) * len(args)
-        if len(axes) != len(args):
-            raise ValueError(f"vmap in_axes has {len(axes)} entries for {len(args)} "
-                             "positional arguments")
-        dims = [d for a, ax in zip(args, axes) for d in _prefix_leaves(ax, a, "in_axes")]
-        leaves = tree_util.tree_leaves(args)
+        leaves, tree = tree_util.tree_flatten(args)
+        dims = dims_by_tree.get(tree)
+        if dims is None:
+            axes = (tuple(in_axes) if isinstance(in_axes, tuple | list)
+                    else (in_axes,) * len(args))
+            if len(axes) != len(args):
+                raise ValueError(f"vmap in_axes has {len(axes)} entries for {len(args)} "
+                                 "positional arguments")
+            dims = dims_by_tree[tree] = [d for a, ax in zip(args, axes)
+                                         for d in _prefix_leaves(ax, a, "in_axes")]
         norm, size = [], axis_size
         for i, (x, d) in enumerate(zip(leaves, dims)):
             if d is None:
                 norm.append(None)
                 continue
-            shape = _aval(x).shape
+            shape = x.shape if isinstance(x, np.ndarray | Tracer) else _aval(x).shape
             if not -len(shape) <= d < len(shape):
                 raise ValueError(f"vmap in_axes {d} is out of range for argument leaf {i} of "
                                  f"shape {shape}")

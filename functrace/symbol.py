@@ -156,8 +156,8 @@ class Symbol:
         return render(self.graph, path, format=format)
 
 
-# Pytree structures are serialised as example trees whose leaves are None placeholders is
-# not possible (None is a node), so we store a tiny description instead.
+# Pytree structures are stored as a small description of an example tree whose leaves are
+# their own indices (None, tuples, lists, dicts, namedtuples).
 
 def _tree_to_json(tree):
     example = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
@@ -170,7 +170,9 @@ def _encode(x):
     if x is None:
         return {"none": True}
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        raise FunctraceError("Symbols with namedtuple arguments cannot be saved to JSON yet")
+        t = type(x)
+        return {"namedtuple": [t.__module__, t.__qualname__, list(x._fields)],
+                "items": [_encode(e) for e in x]}
     if isinstance(x, tuple):
         return {"tuple": [_encode(e) for e in x]}
     if isinstance(x, list):
@@ -187,11 +189,29 @@ def _decode(d):
         return None
     if "tuple" in d:
         return tuple(_decode(e) for e in d["tuple"])
+    if "namedtuple" in d:
+        return _namedtuple_type(*d["namedtuple"])(*[_decode(e) for e in d["items"]])
     if "list" in d:
         return [_decode(e) for e in d["list"]]
     if "dict" in d:
         return {k: _decode(v) for k, v in d["dict"]}
     raise ValueError(f"bad pytree description {d!r}")
+
+
+def _namedtuple_type(module, qualname, fields):
+    """The namedtuple class by import (so structures compare equal), or a stand-in with the
+    same name and fields when its module cannot be imported."""
+    import collections
+    import importlib
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, type) and tuple(getattr(obj, "_fields", ())) == tuple(fields):
+            return obj
+    except (ImportError, AttributeError):
+        pass
+    return collections.namedtuple(qualname.split(".")[-1], fields)
 
 
 def _tree_from_json(d):

@@ -40,6 +40,11 @@ def matmul(x1, x2, /):
     a, b = _promote(x1, x2)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
+    if b.ndim == 1 and a.shape[-1] == b.shape[0]:
+        # (..., k) @ (k,): one contraction, no reshapes (keeps vmap'd graphs copy-free)
+        return ops.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())))
+    if a.ndim == 1 and b.ndim == 2 and a.shape[0] == b.shape[0]:
+        return ops.dot_general(a, b, (((0,), (0,)), ((), ())))
     squeeze_a = a.ndim == 1
     squeeze_b = b.ndim == 1
     if squeeze_a:

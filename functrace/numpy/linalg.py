@@ -259,9 +259,9 @@ def eigh(a, UPLO="L", *, symmetrize_input=False):
         >>> w, v = fnp.linalg.eigh(np.array([[2.0, 1.0], [1.0, 2.0]]))
         >>> w
         array([1., 3.])
-        >>> ft.grad(lambda a: fnp.linalg.eigh(a)[0][-1])(np.eye(2) * 2.0)   # repeated values
-        array([[0., 0.],
-               [0., 1.]])
+        >>> ft.grad(lambda a: fnp.sum(fnp.linalg.eigh(a)[0] ** 2))(np.eye(2))  # repeated values
+        array([[2., 0.],
+               [0., 2.]])
     """
     if not _traced():
         if symmetrize_input:

@@ -7,6 +7,8 @@ bilinear rules. The impl transposes to (batch, free, contract), reshapes to 3-d 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core import AVal, Op
@@ -45,12 +47,12 @@ def _dg_impl(x, y, *, dimension_numbers):
     bshape = [x.shape[d] for d in xb]
     xfs = [x.shape[d] for d in xf]
     yfs = [y.shape[d] for d in yf]
-    B = int(np.prod(bshape, dtype=np.int64))
-    M = int(np.prod(xfs, dtype=np.int64))
-    N = int(np.prod(yfs, dtype=np.int64))
-    K = int(np.prod([x.shape[d] for d in xc], dtype=np.int64))
+    B, M, N = math.prod(bshape), math.prod(xfs), math.prod(yfs)
+    K = math.prod([x.shape[d] for d in xc])
     a = np.transpose(x, xb + xf + xc).reshape(B, M, K)
     b = np.transpose(y, yb + yc + yf).reshape(B, K, N)
+    if B == 1:   # 2-d BLAS call: transposed operands are passed as flags, not copied
+        return np.dot(a[0], b[0]).reshape(bshape + xfs + yfs)
     return np.matmul(a, b).reshape(bshape + xfs + yfs)
 
 

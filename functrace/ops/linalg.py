@@ -24,6 +24,8 @@ Conventions shared by every op here:
   diagonal and numerically equal pairs set to 0 by a double ``select``; when the eigenvector
   (singular vector) cotangent is None, ``F`` is not built at all, so a function of the
   eigenvalues alone has a finite gradient even for a repeated spectrum.
+* Every op takes leading batch axes, so each sets its own ``batch`` rule (vmap moves the mapped
+  axis to the front and binds the op once).
 """
 
 from __future__ import annotations
