@@ -16,12 +16,12 @@ need them.
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
 from . import nn, test_util, tree_util
-from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, stop_gradient, trace,
+from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where, stop_gradient, trace,
                   value_and_grad, vjp)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .core import AVal, Graph, verify
-from .errors import (BackendError, ConcretizationError, FunctraceError, MissingRuleError,
-                     ShapeError, TracerLeakError)
+from .errors import (BackendError, ConcretizationError, FunctraceError, FunctraceWarning,
+                     MissingRuleError, ShapeError, TracerLeakError)
 from .symbol import Symbol
 from .tracing import ShapeDtype
 
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
            "jacrev", "jacobian", "hessian", "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp",
-           "checkpoint", "remat", "Symbol", "ShapeDtype", "AVal", "Graph", "verify",
+           "checkpoint", "remat", "safe_where", "Symbol", "ShapeDtype", "AVal", "Graph", "verify",
            "tree_util", "nn", "test_util",
-           "FunctraceError", "ShapeError", "ConcretizationError", "MissingRuleError",
+           "FunctraceError", "FunctraceWarning", "ShapeError", "ConcretizationError", "MissingRuleError",
            "BackendError", "TracerLeakError"]

@@ -283,6 +283,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname, want_value):
             if not g.outputs:
                 raise TypeError(f"{fname}: the function returned no array")
             _check_scalar_out(g.outputs[0].aval, fname, holomorphic)
+            _warn_unsafe_where(g)
             seeds = [np.ones((), g.outputs[0].aval.dtype)] + [None] * (len(g.outputs) - 1)
             full = vjp_graph(g, wrt, seeds)
             if not want_value:   # keep aux outputs, drop the value: DCE may drop the forward
@@ -313,6 +314,49 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname, want_value):
     vg.__name__ = f"{fname}({getattr(fun, '__name__', 'f')})"
     vg.__doc__ = fun.__doc__
     return vg
+
+
+def _warn_unsafe_where(g):
+    """Warn (once per traced graph) about selects whose untaken branch is singular."""
+    import warnings
+
+    from .errors import FunctraceWarning
+    from .passes.simplify import cse
+    from .passes.where_check import SINGULAR, find_unsafe_where
+    from .tracing import source_line
+    for sel, s, _ in find_unsafe_where(cse(g)):   # CSE: a repeated condition is one Var
+        warnings.warn(
+            f"where(...) at {source_line(sel.source)} selects between branches, one of which "
+            f"computes {s.op.name} (at {source_line(s.source)}), which is singular where that "
+            f"branch is not taken: its gradient can be NaN there. Guard the input (the "
+            f"'double where': x_safe = fnp.where(cond, x, {SINGULAR[s.op.name][1]})), or "
+            "wrap the function in ft.safe_where(f).", FunctraceWarning, stacklevel=4)
+
+
+def safe_where(fun: Callable) -> Callable:
+    """Rewrite ``fun``'s singular-branch selects to the double-where form (opt-in).
+
+    ``where(c, log(x), 0)`` gets a NaN gradient where ``c`` is false and ``x <= 0``; under
+    ``safe_where`` the ``log`` reads ``where(c, x, 1)`` instead, which changes nothing where
+    the branch is taken and makes the untaken branch smooth.
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> f = lambda x: fnp.sum(fnp.where(x > 0, fnp.log(x), 0.0))
+        >>> ft.grad(ft.safe_where(f))(np.array([0.0, 2.0]))
+        array([0. , 0.5])
+    """
+    from .passes.simplify import cse
+    from .passes.where_check import make_where_safe
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        def build(tr, in_tree, out_tree):
+            return make_where_safe(cse(tr.graph)), None
+        graph, out_tree, _, leaves, captured = _cached_transform(
+            ("safe_where",), fun, args, kwargs, build)
+        return tree_util.tree_unflatten(out_tree, _run(graph, list(leaves) + list(captured)))
+    return wrapped
 
 
 def _is_pair(tree):

@@ -36,6 +36,10 @@ class TracerLeakError(FunctraceError, RuntimeError):
     """A tracer was used after the transform that made it had finished."""
 
 
+class FunctraceWarning(UserWarning):
+    """A likely numerical problem in the user's function (e.g. the `where` trap)."""
+
+
 def user_frame():
     """The innermost stack frame outside the functrace package (or None)."""
     f = sys._getframe(1)

@@ -102,3 +102,28 @@ def test_eigh_degenerate_eigenvalues_only():
     A = np.eye(3)
     gr = g(lambda a: fnp.sum(fnp.linalg.eigh(a)[0] * np.array([1.0, 2.0, 3.0])), A)
     assert np.all(np.isfinite(gr))
+
+
+def test_where_trap_warns_with_line_and_safe_where_fixes_it():
+    import warnings
+    f = lambda x: fnp.sum(fnp.where(x > 0, fnp.log(x), 0.0))  # noqa: E731
+    x = np.array([0.0, 2.0])
+    with warnings.catch_warnings(record=True) as w, np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        plain = ft.grad(f)(x)
+    assert np.isnan(plain[0]) and plain[1] == 0.5      # the plain answer is kept by default
+    msgs = [str(m.message) for m in w if issubclass(m.category, ft.FunctraceWarning)]
+    assert msgs and "test_numerics.py" in msgs[0] and "log" in msgs[0]
+    np.testing.assert_array_equal(ft.grad(ft.safe_where(f))(x), [0.0, 0.5])
+    # the rewrite changes no value where the branch is taken
+    np.testing.assert_array_equal(ft.safe_where(f)(x), f(x))
+
+
+def test_guarded_where_does_not_warn():
+    import warnings
+    def f(x):
+        safe = fnp.where(x > 0, x, 1.0)
+        return fnp.sum(fnp.where(x > 0, fnp.log(safe), 0.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ft.FunctraceWarning)
+        np.testing.assert_array_equal(ft.grad(f)(np.array([0.0, 2.0])), [0.0, 0.5])
