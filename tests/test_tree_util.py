@@ -4,7 +4,6 @@ import collections
 import copy
 import doctest
 import operator
-import timeit
 
 import numpy as np
 import pytest
@@ -513,18 +512,3 @@ def test_tree_all():
     assert tree_all(None)
     assert tree_all([(0,), 1], is_leaf=lambda x: isinstance(x, tuple))
     assert not tree_all([(0,), 1])
-
-
-# ------------------------------------------------------------- speed
-
-
-def test_flatten_is_fast():
-    a = np.ones(3)
-    tree = (a, a, a)
-    n = 20000
-    per_call = min(timeit.repeat(lambda: tree_flatten(tree), number=n, repeat=3)) / n
-    # Typically well under 1us; the bound is loose for slow CI machines.
-    assert per_call < 20e-6
-    leaves, treedef = tree_flatten(tree)
-    per_hash = min(timeit.repeat(lambda: hash(treedef), number=n, repeat=3)) / n
-    assert per_hash < 5e-6
