@@ -4,7 +4,7 @@ and the derivative order to check.
 
 ``tests/test_op_table.py`` runs each row as: eager == numpy (exact value, dtype, shape, plain
 numpy type), traced == eager (plus ``verify`` and a JSON round trip), and gradients
-(``check_grads`` in float64 at ``order``, float32 at order 1, gradient dtype == primal dtype;
+(``check_grads`` at ``order`` in float64 and float32, gradient dtype == primal dtype;
 ``order=0`` rows must have an exactly zero gradient: piecewise-constant functions).
 
 Adding an op = one row here. A row's name is ``"<covered name>:<variant>"``; the covered name
@@ -96,12 +96,12 @@ class OpCase:
         if callable(self.domain):
             args = [np.asarray(a) for a in self.domain(rng)]
             return [a.astype(dt) if a.dtype.kind == "f" and np.dtype(dt).kind in "fc" else a
-                    for a, dt in zip(args, dts + (None,) * (len(args) - len(dts)))]
+                    for a, dt in zip(args, dts + (None,) * (len(args) - len(dts)), strict=True)]
         specs = self.domain
         if len(specs) == 2 and all(isinstance(s, int | float) for s in specs):
             specs = (specs,) * len(self.shapes)
         return [_sample(rng, spec, shape, np.dtype(dt))
-                for spec, shape, dt in zip(specs, self.shapes, dts)]
+                for spec, shape, dt in zip(specs, self.shapes, dts, strict=True)]
 
 
 def _sample(rng, spec, shape, dt: np.dtype) -> np.ndarray:
@@ -227,7 +227,8 @@ for _n, _dom in _SMOOTH_UNARY.items():
     _f = getattr(fnp, _n)
     case(f"{_n}:2x3", _f, ((2, 3),), domain=_dom, order=3)
     case(f"{_n}:0d", _f, ((),), domain=_dom, dtypes=F64, order=2)
-case("sin:empty", fnp.sin, ((0, 3),))
+    case(f"{_n}:empty", _f, ((0, 2),), domain=_dom, dtypes=F64, order=1)
+case("sin:empty_f32", fnp.sin, ((0, 3),), dtypes=("float32",))
 case("exp:3d", fnp.exp, ((2, 1, 3),), dtypes=F64, order=3)
 case("sqrt:f16", fnp.sqrt, ((4,),), dtypes=("float16",), domain=(0.5, 2), order=None)
 
@@ -250,6 +251,12 @@ for _n in ("floor", "ceil", "trunc", "fix", "rint", "round", "around"):
 case("round:decimals", fnp.round, ((5,),), domain=(off_integers(),), order=0,
      kwargs={"decimals": 1}, dtypes=F64)
 case("round:int", fnp.round, ((5,),), dtypes=("int32",), domain=(-9, 9), order=None)
+case("round:int_neg_decimals", fnp.round, ((6,),), dtypes=("int32", "int64"), order=None,
+     kwargs={"decimals": -1}, domain=lambda rng: [np.array([15, 25, -15, -25, 1234, 5])])
+case("round:neg_decimals", fnp.round, ((6,),), dtypes=F64, order=0, kwargs={"decimals": -1},
+     domain=lambda rng: [np.array([15.0, 25.0, -15.0, -25.0, 1234.5, 5.0])])
+case("round:bool", fnp.round, ((5,),), dtypes=("bool",), order=None)
+case("sinc:int", fnp.sinc, ((5,),), dtypes=("int8", "int16", "bool"), order=None)
 case("sign:2x3", fnp.sign, ((2, 3),), domain=(away(0.1, 2),), order=0)
 case("signbit:2x3", fnp.signbit, ((2, 3),), domain=(away(0.1, 2),), order=0)
 for _n in ("isnan", "isinf", "isfinite"):
@@ -259,6 +266,8 @@ case("logical_not:bool", fnp.logical_not, ((5,),), dtypes=("bool",), order=None)
 case("nan_to_num:specials", fnp.nan_to_num, ((2, 3),), domain=(with_specials,), order=None)
 case("nan_to_num:kw", fnp.nan_to_num, ((2, 3),), domain=(with_specials,),
      kwargs={"nan": 1.5, "posinf": 9.0, "neginf": -9.0})
+case("nan_to_num:complex", fnp.nan_to_num, ((3,),), dtypes=("complex128",), order=None,
+     domain=lambda rng: [np.array([np.nan + 1j, complex(np.inf, np.nan), 2 - np.inf * 1j])])
 case("nan_to_num:int", fnp.nan_to_num, ((4,),), dtypes=("int32",), order=None)
 
 # complex values: values and dtypes only
@@ -272,7 +281,8 @@ case("angle:deg", fnp.angle, ((4,),), dtypes=("complex128",), order=None,
      kwargs={"deg": True})
 
 # ---- binary elementwise ----------------------------------------------------------------------
-_PAIRS = {"same": ((2, 3), (2, 3)), "bcast": ((3,), (2, 1)), "0d": ((), (2, 3))}
+_PAIRS = {"same": ((2, 3), (2, 3)), "bcast": ((3,), (2, 1)), "0d": ((), (2, 3)),
+          "empty": ((0, 3), (1, 3))}
 _SMOOTH_BINARY = {
     "add": ((-2, 2), 3), "subtract": ((-2, 2), 3), "multiply": ((-2, 2), 3),
     "divide": (((-2, 2), away(0.5, 2)), 3), "true_divide": (((-2, 2), away(0.5, 2)), 3),
@@ -285,8 +295,8 @@ _SMOOTH_BINARY = {
 for _n, (_dom, _order) in _SMOOTH_BINARY.items():
     for _v, _sh in _PAIRS.items():
         case(f"{_n}:{_v}", getattr(fnp, _n), _sh, domain=_dom,
-             order=_order if _v == "same" else 2, dtypes=F if _v != "0d" else F64)
-case("add:empty", fnp.add, ((0, 3), (3,)))
+             order=_order if _v == "same" else 2, dtypes=F if _v in ("same", "bcast") else F64)
+case("add:empty_bcast", fnp.add, ((0, 3), (3,)))
 case("multiply:bcast3", fnp.multiply, ((2, 1, 3), (4, 1)), dtypes=F64)
 case("add:0d0d", fnp.add, ((), ()))
 
@@ -330,6 +340,9 @@ for _n in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal
     case(f"{_n}:bcast", getattr(fnp, _n), ((2, 3), (3,)), order=0, dtypes=F64)
     case(f"{_n}:int-float", getattr(fnp, _n), ((2, 3), (3,)), dtypes=(("int32", "float32"),),
          domain=(-3, 3), order=0)
+for _n in ("less", "equal"):   # numpy 2 compares int64 with uint64 exactly (no float64 step)
+    case(f"{_n}:int64-uint64", getattr(fnp, _n), ((2, 3), (3,)),
+         dtypes=(("int64", "uint64"), ("uint64", "int8")), domain=(0, 3), order=None)
 for _n in ("logical_and", "logical_or", "logical_xor"):
     case(f"{_n}:bool", getattr(fnp, _n), ((2, 3), (2, 3)), dtypes=("bool",), order=None)
     case(f"{_n}:float", getattr(fnp, _n), ((2, 3), (3,)), domain=(-1, 1), order=0,
@@ -376,6 +389,18 @@ B("op:comparisons", lambda m, x, y: (x < y) + (x <= y) * 2 + (x > y) * 4 + (x >=
   + (x == y) * 16 + (x != y) * 32, ((2, 3), (2, 3)), domain=_mostly_equal((2, 3)), order=0)
 B("op:and_or_xor_invert", lambda m, x, y: (x & y) | (~x ^ y), ((2, 3), (2, 3)),
   dtypes=("bool",), order=None)
+B("op:ndarray_lhs", lambda m, x: (np.ones(x.shape) < x) * (np.ones(x.shape) - x)
+  + np.arange(3.0) * x, ((2, 3),), dtypes=F64)
+B("op:numpy_scalar_lhs", lambda m, x: np.float64(2) * x + np.float32(1) - np.int64(3) * x,
+  ((2, 3),))
+# numpy's own functions on tracers dispatch to fnp (never a silent constant)
+case("op:numpy_ufuncs_on_tracer", lambda x, y: np.sin(x) * np.add(x, y) + np.maximum(x, 0.5)
+     + np.matmul(x, y.T).sum(), ((2, 3), (2, 3)), np_fn=SAME, order=3,
+     domain=separated_pair((2, 3), (2, 3)))
+case("op:numpy_functions_on_tracer", lambda x, y: np.concatenate([np.sum(x, axis=0),
+                                                                  np.ravel(np.where(x > 0, x, y)),
+                                                                  np.linalg.norm(y, axis=1)]),
+     ((2, 3), (2, 3)), np_fn=SAME, domain=(away(0.2, 2), away(0.2, 2)))
 B("op:bcast_sub", lambda m, x, y: x - y, ((2, 1, 3), (4, 1)), dtypes=F64)
 
 # ---- where, clip and friends ---------------------------------------------------------------
@@ -400,6 +425,7 @@ B("clip:int", lambda m, x: m.clip(x, -2, 3), ((2, 3),), dtypes=("int32",), domai
   order=None)
 B("method:clip", lambda m, x: x.clip(-1.0, 1.0), ((2, 3),), dtypes=F64)
 case("isclose:2x3", fnp.isclose, ((2, 3), (2, 3)), domain=_mostly_equal((2, 3)), order=0)
+case("isclose:int8", fnp.isclose, ((5,), (5,)), dtypes=("int8",), domain=(-3, 3), order=None)
 case("isclose:kw", fnp.isclose, ((4,), (4,)), dtypes=F64, order=None,
      domain=lambda rng: [np.array([1.0, np.nan, 1e-9, 2.0]), np.array([1.0 + 1e-7, np.nan, 0,
                                                                         2.1])],
@@ -429,6 +455,8 @@ case("prod:with_zero", fnp.prod, ((2, 3),), dtypes=F64, kwargs={"axis": 1},
      domain=lambda rng: [np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 1.5]])])
 case("prod:initial_where", fnp.prod, ((2, 3),), dtypes=F64, domain=(0.5, 1.5),
      kwargs={"initial": 2.0, "where": np.array([True, True, False])})
+case("mean:float_to_int_dtype", fnp.mean, ((3, 4),), dtypes=F64, domain=(0, 9), order=0,
+     kwargs={"dtype": "int64", "axis": 1})
 case("mean:int_dtype_f32", fnp.mean, ((3, 4),), dtypes=("int32",), domain=(0, 9), order=None,
      kwargs={"dtype": "float32"})
 for _n in ("max", "min", "amax", "amin"):
@@ -495,6 +523,8 @@ case("average:weights1d_returned", fnp.average, ((2, 3),), dtypes=F64,
      kwargs={"axis": 1, "weights": np.array([1.0, 2.0, 0.5]), "returned": True})
 B("average:traced_weights", lambda m, x, w: m.average(x, axis=0, weights=w), ((3, 2), (3,)),
   domain=((-2, 2), (0.5, 2)), dtypes=F64)
+case("average:returned", fnp.average, ((2, 3),), dtypes=F64,
+     kwargs={"axis": 1, "returned": True})
 case("average:int", fnp.average, ((2, 3),), dtypes=("int32",), domain=(0, 9), order=None)
 case("ptp:all", fnp.ptp, ((3, 4),), domain=(distinct(),))
 case("ptp:axis_keepdims", fnp.ptp, ((3, 4),), domain=(distinct(),), dtypes=F64,
@@ -520,6 +550,11 @@ for _n in ("nansum", "nanmean", "nanmax", "nanmin"):
     case(f"{_n}:int", getattr(fnp, _n), ((2, 3),), dtypes=("int32",), order=None)
     case(f"{_n}:all_nan_slice", getattr(fnp, _n), ((2, 2),), dtypes=F64, order=None,
          kwargs={"axis": 0}, domain=lambda rng: [np.array([[np.nan, 1.0], [np.nan, 2.0]])])
+for _n in ("nansum", "nanmean"):
+    case(f"{_n}:dtype", getattr(fnp, _n), ((2, 3),), domain=_with_nans((2, 3)), dtypes=F64,
+         kwargs={"axis": 1, "dtype": "float32"})
+    case(f"{_n}:int_dtype", getattr(fnp, _n), ((2, 3),), dtypes=("int8",), order=None,
+         kwargs={"dtype": "float32"})
 case("median:odd", fnp.median, ((5,),), domain=(distinct(),))
 case("median:even_axis", fnp.median, ((3, 4),), domain=(distinct(),), kwargs={"axis": 1})
 case("median:keepdims", fnp.median, ((3, 4),), domain=(distinct(),), dtypes=F64,
@@ -709,7 +744,8 @@ _IDX = {
 }
 for _k, _i in _IDX.items():
     _sh = (2, 3, 5) if _k in ("mask_slice", "non_adjacent", "adjacent", "bcast_arrs",
-                              "int_then_arr_nonadj", "all3") else (3, 4) if _k == "mask2d" else (4, 3)
+                              "int_then_arr_nonadj", "all3") else \
+        (3, 4) if _k == "mask2d" else (4, 3)
     if _k == "mask":
         _sh = (2, 3)
     case(f"getitem:{_k}", lambda x, _i=_i: x[_i], (_sh,), np_fn=SAME,
@@ -761,6 +797,16 @@ for _k, (_i, _vs) in _AT.items():
                                                                             _meth)(v),
              (_xs, _vs), np_fn=_np_at(_mode, _i), dtypes=F if _k == "repeated" else F64,
              domain=((-2, 2), away(0.5, 1.5)))
+case("at:set_neg_step", lambda x, v: fnp.at(x)[::-2].set(v), ((5,), (3,)),
+     np_fn=_np_at("set", slice(None, None, -2)))
+case("at:add_neg_step_2d", lambda x, v: fnp.at(x)[::-1, 2:0:-1].add(v), ((3, 4), (3, 2)),
+     np_fn=_np_at("add", (slice(None, None, -1), slice(2, 0, -1))), dtypes=F64)
+case("at:multiply_neg_arr", lambda x, v: fnp.at(x)[:, np.array([-1, 0, -1])].multiply(v),
+     ((2, 3), (2, 3)), np_fn=_np_at("mul", (slice(None), np.array([-1, 0, -1]))),
+     dtypes=F64, domain=((-2, 2), away(0.5, 1.5)))
+case("at:multiply_repeated_zero", lambda x, v: fnp.at(x)[np.array([1, 1, 1, 3, 3])].multiply(v),
+     ((4,), (5,)), np_fn=_np_at("mul", np.array([1, 1, 1, 3, 3])), dtypes=F64,
+     domain=lambda rng: [rng.uniform(-2, 2, 4), np.array([0.5, 0.0, 1.5, 0.0, 0.0])])
 case("at:add_scalar_bcast", lambda x: fnp.at(x)[np.array([0, 0, 3])].add(1.0), ((5,),),
      np_fn=lambda x: _np_at("add", np.array([0, 0, 3]))(x, 1.0))
 case("at:tracer_property", lambda x, v: _at(x)[np.array([2, 0, 2])].multiply(v) +
@@ -777,10 +823,21 @@ case("take:axis", fnp.take, ((3, 4),), kwargs={"indices": [[2, 0], [1, 1]], "axi
 case("take:axis0_neg", fnp.take, ((3, 4),), kwargs={"indices": [-1, 0], "axis": 0},
      dtypes=F64)
 B("method:take", lambda m, x: x.take(np.array([1, 1]), axis=0), ((3, 2),), dtypes=F64)
+case("take:mode_clip", fnp.take, ((4,),), kwargs={"indices": np.array([-1, 5, 2]),
+                                                 "mode": "clip"})
+case("take:mode_wrap", fnp.take, ((2, 3),), dtypes=F64,
+     kwargs={"indices": np.array([-4, 5, 2]), "mode": "wrap", "axis": 1})
+for _mode in ("clip", "wrap"):
+    case(f"take:traced_idx_{_mode}", lambda x, i, _m=_mode: fnp.take(x, i, mode=_m),
+         ((4,), (5,)), dtypes=(("float64", "int64"),), domain=((-2, 2), (-7, 7)),
+         np_fn=lambda x, i, _m=_mode: np.take(x, i, mode=_m))
 case("take_along_axis:axis1", fnp.take_along_axis, ((3, 4),),
      kwargs={"indices": np.array([[0, 3], [1, 1], [-1, 2]]), "axis": 1})
 case("take_along_axis:bcast", fnp.take_along_axis, ((3, 4),), dtypes=F64,
      kwargs={"indices": np.array([[0, 2, 1, 0]]), "axis": 0})
+case("take_along_axis:traced_idx", lambda x, i: fnp.take_along_axis(x, i, axis=0),
+     ((3, 4), (2, 4)), dtypes=(("float64", "int64"), ("float32", "int32")),
+     domain=((-2, 2), (-3, 2)), np_fn=lambda x, i: np.take_along_axis(x, i, axis=0))
 case("take_along_axis:none", fnp.take_along_axis, ((3, 4),), dtypes=F64,
      kwargs={"indices": np.array([0, 11, 3]), "axis": None})
 B("nonzero:gather", lambda m, x: x[m.nonzero(x > 0)], ((3, 4),), domain=(away(0.2, 2),))
@@ -845,7 +902,11 @@ _EINSUM = {
     "chain": ("ij,jk,kl->il", (2, 3), (3, 4), (4, 2)),
     "hadamard": ("ij,ij->ij", (2, 3), (2, 3)), "bilinear": ("i,ij,j->", (2,), (2, 3), (3,)),
     "diag_mul": ("ii,i->i", (3, 3), (3,)), "scalar": (",ij->ij", (), (2, 3)),
-    "private_sum": ("ij,k->ik", (2, 3), (4,)),
+    "private_sum": ("ij,k->ik", (2, 3), (4,)), "diag3": ("iij->ij", (2, 2, 3)),
+    "two_traces": ("ii,jj->", (2, 2), (3, 3)), "batch_diag": ("bii->bi", (2, 3, 3)),
+    "elementwise": ("i,i->i", (3,), (3,)), "full_sum": ("ij->", (2, 3)),
+    "ellipsis_sum": ("i...->...", (2, 3, 4)), "repeated_out_of_two": ("ij,ij->", (2, 3),
+                                                                      (2, 3)),
 }
 for _k, (_s, *_shs) in _EINSUM.items():
     case(f"einsum:{_k}", lambda *a, _s=_s: fnp.einsum(_s, *a), tuple(_shs),
@@ -885,6 +946,8 @@ B("arange:traced_bound", lambda m, x, n: x[: 3] * m.arange(n)[:3], ((4,), ()),
   dtypes=(("float64", "int64"),), domain=((-2, 2), (3, 5)))
 B("linspace:static", lambda m, x: x * m.linspace(0.0, 1.0, 3), ((3,),))
 B("linspace:traced", lambda m, a, b: m.linspace(a, b, 5), ((), ()))
+B("linspace:traced_int_dtype", lambda m, a, b: m.linspace(a, b, 5, dtype=np.int32), ((), ()),
+  dtypes=F64, domain=(-3, 3), order=None)
 B("linspace:traced_noendpoint_retstep", lambda m, a, b: m.linspace(a, b, 4, endpoint=False,
                                                                    retstep=True),
   ((), ()), dtypes=F64)

@@ -122,6 +122,57 @@ def _install_tracer_methods():
     T.clip, T.reshape, T.transpose, T.astype, T.sort, T.flatten = (
         clip, reshape, transpose, astype, sort, flatten)
     T.copy = lambda self: self
+    T.__array_ufunc__ = _array_ufunc
+    T.__array_function__ = _array_function
+
+
+# numpy's own functions called on a tracer (np.sin(x), np.concatenate([x, y]), ndarray + x)
+# run as functrace.numpy's function of the same name. Without this, numpy would turn the
+# tracer into its concrete value through __array__ and the result would silently be a
+# constant: a zero gradient. A numpy function fnp lacks is a TypeError saying so.
+
+def _fnp_counterpart(np_fn, module):
+    import sys
+    ns = sys.modules[__name__]
+    sub = module.split(".")[1:] if module.startswith("numpy.") else []
+    for part in sub:
+        ns = getattr(ns, part, None)
+        if ns is None:
+            return None
+    fn = getattr(ns, np_fn.__name__, None)
+    return None if fn is None or fn is np_fn or not callable(fn) else fn
+
+
+def _check_live(self):
+    from ..errors import TracerLeakError
+    from ..tracing import current_trace
+    if current_trace() is None or not self._trace.active:
+        raise TracerLeakError("a traced value was used outside of its transform (stored in a "
+                              "global or a closure?): return it from the function instead")
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    _check_live(self)
+    fn = _fnp_counterpart(ufunc, "numpy") if method == "__call__" else None
+    if fn is None or "out" in kwargs:
+        what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        raise TypeError(f"{what} was called on a traced array with {sorted(kwargs) or 'no'} "
+                        "keywords; it is not traceable. Use functrace.numpy's function (arrays "
+                        "are immutable: no out=), or np.asarray(x) to take the concrete value "
+                        "(no gradient flows through it).")
+    return fn(*inputs, **kwargs)
+
+
+def _array_function(self, func, types, args, kwargs):
+    _check_live(self)
+    module = getattr(func, "__module__", None) or "numpy"
+    fn = _fnp_counterpart(func, module)
+    if fn is None:
+        raise TypeError(f"{module}.{func.__name__} was called on a traced array and has no "
+                        "functrace.numpy counterpart, so it cannot be traced or differentiated. "
+                        "Write it with functrace.numpy, or use np.asarray(x) to take the "
+                        "concrete value (no gradient flows through it).")
+    return fn(*args, **kwargs)
 
 
 def _not_supported(what):
@@ -129,3 +180,4 @@ def _not_supported(what):
 
 
 _install_tracer_methods()
+del annotations   # the __future__ feature object: not part of the numpy namespace

@@ -189,6 +189,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     step = subtract(e, s)
     y = add(s, multiply(grid, step))
     if dtype is not None:
+        if np.dtype(dtype).kind in "iu":   # numpy floors before an integer cast
+            from ._ufuncs import floor
+            y = floor(y)
         y = cast(y, dtype)
     if retstep:
         div = (num - 1) if endpoint else num

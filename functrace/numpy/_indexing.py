@@ -220,7 +220,8 @@ class AtIndexer:
 
 
 def take(a, indices, axis=None, out=None, mode=None):
-    """numpy.take (negative indices wrap; out-of-range raises for concrete indices).
+    """numpy.take (negative indices count from the end; ``mode`` "raise" (default: out-of-range
+    concrete indices raise), "wrap" or "clip", as in numpy).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -234,7 +235,17 @@ def take(a, indices, axis=None, out=None, mode=None):
         x, axis = ops.reshape(x, (x.size,)), 0
     ax = normalize_axis(axis, x.ndim)
     idx = asarray_any(indices)
-    idx = _wrap_negative(idx, x.shape[ax], ax)
+    n = x.shape[ax]
+    if mode in (None, "raise"):
+        idx = _wrap_negative(idx, n, ax)
+    elif mode in ("wrap", "clip"):
+        if isinstance(idx, Tracer):
+            idx = (ops.rem(idx, np.asarray(n, idx.dtype)) if mode == "wrap" else
+                   ops.clip(idx, np.zeros((), idx.dtype), np.asarray(n - 1, idx.dtype)))
+        else:
+            idx = np.mod(idx, n) if mode == "wrap" else np.clip(idx, 0, n - 1)
+    else:
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     spec = tuple(("slice", 0, x.shape[i], 1) for i in range(ax)) + (("arr", 0),)
     return ops.gather(x, [idx], spec)
 

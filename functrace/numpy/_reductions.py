@@ -88,6 +88,10 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
                 ops.broadcast_to_shape(cast(w, dt), x.shape), axis=axes)
         return _keep(ops.div(s, n), x.shape, axes, keepdims)
     y = ops.reduce_sum(xs, axes)
+    if dt.kind not in "fc":   # numpy: integer sum, true division, cast back (truncation)
+        y = cast(ops.div(cast(y, np.float64), np.asarray(_count(x.shape, axes), np.float64)),
+                 dt)
+        return _keep(y, x.shape, axes, keepdims)
     y = ops.div(y, np.asarray(_count(x.shape, axes), dt))
     return _keep(y, x.shape, axes, keepdims)
 
@@ -324,7 +328,9 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         avg = mean(a, axis=axis, keepdims=keepdims)
         x = asarray_any(a)
         n = _count(x.shape, normalize_axes(axis, x.ndim))
-        return (avg, np.asarray(n, avg.dtype)) if returned else avg
+        # numpy returns the sum of weights broadcast to the average's shape
+        n = np.broadcast_to(np.asarray(n, avg.dtype), avg.shape).copy()
+        return (avg, n) if returned else avg
     from ._ufuncs import multiply
     x, w = asarray_any(a), asarray_any(weights)
     if w.shape != x.shape:
@@ -377,16 +383,30 @@ def _nan_version(name, npfn, base, fill):
     def f(a, axis=None, *args, keepdims=False, **kw):
         if _current.get() is None:
             return npfn(a, axis, *args, keepdims=keepdims, **kw)
+        # numpy's positional order after axis: nansum/nanmean (dtype, out), nanmax (out)
+        names = ("dtype", "out") if name in ("nansum", "nanmean") else ("out",)
+        if len(args) > len(names):
+            raise TypeError(f"{name}() takes at most {len(names) + 2} positional arguments")
+        opts = dict(zip(names, args))
+        opts.update(kw)
+        _no_out(opts.pop("out", None))
+        dtype = opts.pop("dtype", None)
+        if opts:
+            raise NotImplementedError(f"{name}({', '.join(sorted(opts))}=...) on traced arrays")
+        extra = {"dtype": dtype} if dtype is not None else {}
         x = asarray_any(a)
         if x.dtype.kind not in "fc":
-            return base(x, axis=axis, keepdims=keepdims)
+            return base(x, axis=axis, keepdims=keepdims, **extra)
         if name == "nanmean":
             ok = ops.logical_not(ops.isnan(x))
-            s = sum(ops.select(ok, x, np.zeros((), x.dtype)), axis=axis, keepdims=keepdims)
-            n = sum(cast(ok, x.dtype), axis=axis, keepdims=keepdims)
+            dt = result_dtype_like_numpy(np.mean, x.dtype, dtype=dtype)
+            s = sum(ops.select(ok, x, np.zeros((), x.dtype)), axis=axis, keepdims=keepdims,
+                    dtype=dt)
+            n = sum(cast(ok, dt), axis=axis, keepdims=keepdims)
             return ops.div(s, n)
         nan = ops.isnan(x)
-        y = base(ops.select(nan, np.asarray(fill, x.dtype), x), axis=axis, keepdims=keepdims)
+        y = base(ops.select(nan, np.asarray(fill, x.dtype), x), axis=axis, keepdims=keepdims,
+                 **extra)
         if name in ("nanmax", "nanmin"):   # an all-NaN slice gives NaN, as in numpy
             y = ops.select(all(nan, axis=axis, keepdims=keepdims),
                            np.asarray(np.nan, x.dtype), y)

@@ -13,8 +13,14 @@ import numpy as np
 
 from .. import ops
 from ..tracing import Tracer, _current
-from ._core import (asarray_any, broadcast_all, cast, result_dtype_like_numpy,
-                    ufunc_apply, weak_result_type)
+from ._core import (
+    asarray_any,
+    broadcast_all,
+    cast,
+    result_dtype_like_numpy,
+    ufunc_apply,
+    weak_result_type,
+)
 
 __all__: list[str] = []
 
@@ -33,15 +39,26 @@ def _make(name, uf, prim):
             args = [cast(a, dtype) for a in args]
         return ufunc_apply(uf, prim, *args)
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = (f"numpy.{uf.__name__}, traceable and differentiable where numpy's is smooth.\n\n"
-                 f"Same signature, dtypes and broadcasting as ``numpy.{uf.__name__}``.\n\n"
+    # an argument inside the function's domain (nan == nan would be False)
+    example = "(1.5)" if name == "arccosh" else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
+    grad_note = ("Piecewise constant: its gradient is zero wherever it is defined "
+                 "(docs/numerics.md)." if name in _PIECEWISE_CONSTANT else
+                 "Differentiable where numpy's function is smooth.")
+    f.__doc__ = (f"numpy.{uf.__name__}, traceable.\n\n"
+                 f"Same signature, dtypes and broadcasting as ``numpy.{uf.__name__}``. "
+                 f"{grad_note}\n\n"
                  f"Example:\n    >>> import functrace.numpy as fnp\n"
-                 f"    >>> fnp.{name}" + ("(0.5)" if uf.nin == 1 else "(0.5, 2.0)") +
-                 f" == np.{uf.__name__}" + ("(0.5)" if uf.nin == 1 else "(0.5, 2.0)") + "\n"
+                 f"    >>> fnp.{name}{example} == np.{uf.__name__}{example}\n"
                  "    np.True_\n")
     globals()[name] = f
     __all__.append(name)
     return f
+
+
+_PIECEWISE_CONSTANT = {
+    "floor", "ceil", "trunc", "fix", "rint", "sign", "signbit", "isnan", "isinf", "isfinite",
+    "floor_divide", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_xor", "logical_not"}
 
 
 def _int_identity(prim):
@@ -203,7 +220,7 @@ def where(condition, x=None, y=None, /):
     return ops.select(c, x, y)
 
 
-def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):  # noqa: A002
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     """numpy.clip; the gradient is 1 on the closed interval [a_min, a_max] (NUMERICS.md).
 
     Example:
@@ -242,7 +259,7 @@ def sinc(x, /):
     if _current.get() is None:
         return np.sinc(x)
     x = asarray_any(x)
-    return ops.sinc(cast(x, np.result_type(x.dtype, np.float16)))
+    return ops.sinc(cast(x, result_dtype_like_numpy(np.sinc, x.dtype)))   # ints: float64
 
 
 def round(a, decimals=0, out=None):  # noqa: A001 - numpy's name
@@ -256,12 +273,24 @@ def round(a, decimals=0, out=None):  # noqa: A001 - numpy's name
     if _current.get() is None:
         return np.round(a, decimals, out)
     a = asarray_any(a)
+    decimals = int(decimals)
+    if a.dtype.kind == "b":
+        a = cast(a, result_dtype_like_numpy(np.round, a.dtype))   # numpy: float16
     if a.dtype.kind not in "fc":
-        return a
+        if decimals >= 0:
+            return a
+        # integers to tens, hundreds, ...: half to even, as numpy
+        s = np.asarray(10.0 ** -decimals)
+        return cast(ops.mul(ops.round(ops.div(cast(a, np.float64), s)), s), a.dtype)
     if decimals == 0:
         return ops.round(a)
-    s = np.asarray(10.0 ** decimals, a.dtype)
-    return ops.div(ops.round(ops.mul(a, s)), s)
+    # numpy multiplies by 10**d for d > 0 and divides by 10**-d for d < 0 (25 * 0.1 is not
+    # 2.5 in floating point, 25 / 10 is)
+    if decimals > 0:
+        s = np.asarray(10.0 ** decimals, a.dtype)
+        return ops.div(ops.round(ops.mul(a, s)), s)
+    s = np.asarray(10.0 ** -decimals, a.dtype)
+    return ops.mul(ops.round(ops.div(a, s)), s)
 
 
 around = round
@@ -278,6 +307,11 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     if _current.get() is None:
         return np.nan_to_num(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
     x = asarray_any(x)
+    if x.dtype.kind == "c":   # numpy: the real and imaginary parts separately
+        kw = dict(nan=nan, posinf=posinf, neginf=neginf)
+        re, im = nan_to_num(ops.real(x), **kw), nan_to_num(ops.imag(x), **kw)
+        return ops.add(ops.convert_element_type(re, x.dtype),
+                       ops.mul(ops.convert_element_type(im, x.dtype), np.asarray(1j, x.dtype)))
     if x.dtype.kind != "f":
         return x
     info = np.finfo(x.dtype)
@@ -300,7 +334,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if _current.get() is None:
         return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     a, b = asarray_any(a), asarray_any(b)
-    dt = np.result_type(a.dtype, b.dtype, np.float16)
+    dt = weak_result_type(a, b, 1.0)   # numpy's: result_type(y, 1.) (ints: float64)
     _, (a, b) = broadcast_all(cast(a, dt), cast(b, dt))
     d = ops.abs(ops.sub(a, b))
     tol = ops.add(np.asarray(atol, d.dtype), ops.mul(np.asarray(rtol, d.dtype), ops.abs(b)))

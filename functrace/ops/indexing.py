@@ -22,7 +22,7 @@ from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
 from ._base import dtype_of, shape_of
-from .shape import broadcast_in_dim
+from .shape import broadcast_in_dim, reshape
 
 
 def _py_index(spec, arrays):
@@ -184,18 +184,34 @@ def _set_winners(x, v, idx, spec):
 
 
 def _mul_others(x, v, idx, spec):
-    """v's shape: x at each update's target times the product of the other updates there."""
+    """v's shape: x at each update's target times the product of the *other* updates there.
+
+    The updates are sorted by target (a stable argsort of integers: no gradient); within each
+    run of equal targets the exclusive prefix and suffix products are linear recurrences
+    (slices, pads, mul, add), so the result is a polynomial in v: no division, exact with
+    zeros, and its own derivatives are exact too.
+    """
+    from .reduce import _linear_recurrence, _shift, sort
+    vs = shape_of(v)
+    m = int(np.prod(vs, dtype=np.int64))
+    x_t = gather(x, idx, spec)
+    if m <= 1:
+        return x_t
     dt = dtype_of(v)
     zero, one = np.zeros((), dt), np.ones((), dt)
-    nz = ew.ne(v, zero)
-    safe_v = ew.select(nz, v, one)
-    prod_nz = gather(scatter(x, safe_v, idx, spec, "mul"), idx, spec)   # x * prod nonzero v
-    n_zero = gather(scatter(_zeros(shape_of(x), dt), ew.convert_element_type(
-        ew.logical_not(nz), dt), idx, spec, "add"), idx, spec)
-    # v_k != 0: the others are all nonzero only if no zero hit the place; divide v_k out.
-    # v_k == 0: the others are prod_nz if v_k is the only zero there, else 0.
-    return ew.select(nz, ew.select(ew.eq(n_zero, zero), ew.div(prod_nz, safe_v), zero),
-                     ew.select(ew.eq(n_zero, one), prod_nz, zero))
+    target = reshape(gather(_flat_iota(shape_of(x)), idx, spec), (m,))
+    vf = reshape(v, (m,))
+    _, perm = sort(target, 0)
+    t_sorted = gather(target, [perm], (("arr", 0),))
+    v_sorted = gather(vf, [perm], (("arr", 0),))
+    same_prev = ew.eq(t_sorted, _shift(t_sorted, 0, 1, -1))   # targets are >= 0
+    same_next = ew.eq(t_sorted, _shift(t_sorted, 0, -1, -1))
+    before = _linear_recurrence(ew.select(same_prev, _shift(v_sorted, 0, 1, 0), zero),
+                                ew.select(same_prev, zero, one), 0, backward=False)
+    after = _linear_recurrence(ew.select(same_next, _shift(v_sorted, 0, -1, 0), zero),
+                               ew.select(same_next, zero, one), 0, backward=True)
+    others = scatter(_zeros((m,), dt), ew.mul(before, after), [perm], (("arr", 0),), "set")
+    return ew.mul(x_t, reshape(others, vs))
 
 
 def _scatter_vjp(cts, ins, outs, *, spec, mode):
