@@ -18,8 +18,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import functrace as ft  # noqa: E402
-import functrace.numpy as fnp  # noqa: E402
+import functrace as ft
+import functrace.numpy as fnp
 
 
 def ft_count(fun, x):

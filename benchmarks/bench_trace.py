@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import functrace as ft  # noqa: E402
-import functrace.numpy as fnp  # noqa: E402
-from functrace.autodiff import vjp_graph  # noqa: E402
-from functrace.passes.simplify import optimize  # noqa: E402
+import functrace as ft
+import functrace.numpy as fnp
+from functrace.autodiff import vjp_graph
+from functrace.passes.simplify import optimize
 
 
 def median_time(fn, repeat=7, number=None):

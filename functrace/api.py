@@ -16,7 +16,7 @@ from . import tree_util
 from .core import AVal, Graph
 from .errors import FunctraceError
 from .symbol import Symbol
-from .tracing import Tracer, Traced, trace_to_graph
+from .tracing import Tracer, trace_to_graph
 
 __all__ = ["trace", "make_graph", "flatten_fun"]
 
@@ -137,8 +137,8 @@ def _fingerprint(fun) -> tuple:
 
 def _cell_full(c):
     try:
-        c.cell_contents
-    except ValueError:
+        _ = c.cell_contents
+    except ValueError:   # an empty cell (a closure variable not assigned yet)
         return False
     return True
 
@@ -507,7 +507,7 @@ def stop_gradient(x):
 # custom_vjp and checkpoint
 # --------------------------------------------------------------------------------------------
 
-class custom_vjp:  # noqa: N801 - JAX's name
+class custom_vjp:
     """A function with a user-defined reverse-mode rule (JAX style).
 
     Example:
@@ -543,7 +543,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
 
 
-class custom_jvp:  # noqa: N801 - JAX's name
+class custom_jvp:
     """A function with a user-defined forward-mode rule (JAX style); reverse mode uses the
     same rule, transposed automatically.
 

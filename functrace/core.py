@@ -311,7 +311,7 @@ class Graph:
                f"{len(self.outputs)} outputs>"
 
     def __str__(self):
-        from .printing import graph_to_text   # printing is a sibling leaf; lazy to keep core leaf
+        from .printing import graph_to_text  # printing is a sibling leaf; lazy to keep core leaf
         return graph_to_text(self)
 
 

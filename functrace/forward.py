@@ -15,8 +15,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import tree_util
-from .api import (_argnums_tuple, _cached_transform, _check_wrt_dtypes, _run, _split,
-                  _wrt_leaf_indices)
+from .api import (
+    _argnums_tuple,
+    _cached_transform,
+    _check_wrt_dtypes,
+    _run,
+    _split,
+    _wrt_leaf_indices,
+)
 from .autodiff import jvp_graph, vjp_graph
 from .batching import batch_graph
 from .core import AVal, Graph
@@ -235,7 +241,6 @@ def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux):
     wrt = _wrt_leaf_indices(args, {}, nums)
     _check_wrt_dtypes(tree_util.tree_leaves(args), wrt, "jac" + mode, True)
     leaves = tree_util.tree_leaves(args)
-    in_sizes = [_aval(leaves[i]).size for i in wrt]
 
     def build(tr, in_tree, out_tree):
         g = tr.graph

@@ -150,7 +150,7 @@ class Symbol:
         from .printing import graph_to_dot
         return graph_to_dot(self.graph, name=name)
 
-    def render(self, path: str, format: str | None = None):  # noqa: A002
+    def render(self, path: str, format: str | None = None):
         """Render with Graphviz (``pip install 'functrace[viz]'``)."""
         from .printing import render
         return render(self.graph, path, format=format)

@@ -91,7 +91,8 @@ def _vmap_rows():
             continue
         if not c.shapes:
             continue
-        rows.append(pytest.param(c, dt, id=f"{c.name}-{dt if isinstance(dt, str) else '-'.join(dt)}"))
+        dt_id = dt if isinstance(dt, str) else "-".join(dt)
+        rows.append(pytest.param(c, dt, id=f"{c.name}-{dt_id}"))
     return rows
 
 
@@ -100,7 +101,7 @@ def _examples(c, dt, n=3):
     base = c.make_args(dt)
     rng = np.random.default_rng(7)
     exs = [base]
-    for k in range(1, n):
+    for _ in range(1, n):
         ex = []
         for a in base:
             if a.dtype.kind in "fc" and a.size:

@@ -92,7 +92,7 @@ def elementwise_op(name: str, impl: Callable, nin: int = 1, *, kernel: str | Non
 
 def zeros_like_aval(aval: AVal):
     """A broadcast zero of the given type (one ``broadcast_in_dim`` equation)."""
-    from .shape import broadcast_in_dim   # sibling family; imported lazily to avoid a cycle
+    from .shape import broadcast_in_dim  # sibling family; imported lazily to avoid a cycle
     z = np.zeros((), aval.dtype)
     return broadcast_in_dim(z, aval.shape, ()) if aval.shape else z
 

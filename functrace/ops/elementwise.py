@@ -279,8 +279,8 @@ logical_not = _unary(not_p)
 
 
 def _select_abstract(c, x, y):
-    from ._base import same_dtype_shape
     from ..core import AVal
+    from ._base import same_dtype_shape
     if c.dtype != np.dtype(bool):
         raise TypeError(f"select's condition must be bool, got {c.dtype}")
     shape, dtype = same_dtype_shape(x, y)
@@ -326,8 +326,8 @@ select_p.vjp, select_p.jvp = _select_vjp, _select_jvp
 
 
 def _clip_abstract(x, lo, hi):
-    from ._base import same_dtype_shape
     from ..core import AVal
+    from ._base import same_dtype_shape
     shape, dtype = same_dtype_shape(x, lo, hi)
     return AVal(shape, dtype)
 
