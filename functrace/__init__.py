@@ -24,12 +24,13 @@ from .errors import (BackendError, ConcretizationError, FunctraceError, Functrac
                      MissingRuleError, ShapeError, TracerLeakError)
 from .symbol import Symbol
 from .tracing import ShapeDtype
+from . import autograd  # noqa: E402  (MXNet-style imperative API, the top layer)
 
 __version__ = "0.1.0"
 
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
            "jacrev", "jacobian", "hessian", "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp",
            "checkpoint", "remat", "safe_where", "Symbol", "ShapeDtype", "AVal", "Graph", "verify",
-           "tree_util", "nn", "test_util",
+           "tree_util", "nn", "test_util", "autograd",
            "FunctraceError", "FunctraceWarning", "ShapeError", "ConcretizationError", "MissingRuleError",
            "BackendError", "TracerLeakError"]

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var
-from .errors import (ConcretizationError, FunctraceError, ShapeError, TracerLeakError,
-                     _PKG_DIR)
+from .errors import _PKG_DIR, ConcretizationError, FunctraceError, ShapeError, TracerLeakError
 
 __all__ = ["Trace", "Tracer", "bind", "trace_to_graph", "eval_graph", "current_trace",
            "is_tracer", "ShapeDtype"]
@@ -76,6 +75,12 @@ def source_line(src: SourceInfo | None) -> str:
 
 class Trace:
     """Records equations while a Python function runs on Tracers."""
+
+    # An *eager* trace (functrace.autograd's recorder) computes every op as it is bound and
+    # its Tracers (autograd.NDArray) always hold a value. Hook for the layer above: bind sends
+    # ops on them to their trace when no transform is active, and other traces read them as
+    # constants (see to_atom and bind). Plain traces are never eager.
+    eager = False
 
     def __init__(self, parent: Trace | None):
         self.parent = parent
@@ -123,8 +128,14 @@ class Trace:
                 tr = self.new_input(x._var.aval, source=x)
                 self.captured[id(x)] = (x, tr._var)
                 return tr._var
+            if t.eager:   # an autograd.NDArray read by a transform: a constant, like an array
+                lit = Lit(x.value)
+                if lit.aval.shape:
+                    self.consts.append((x, lit.val))   # caches compare its current value
+                return lit
+            when = " after its transform finished" if not t.active else ""
             raise TracerLeakError(
-                f"a tracer from {t} was used in {self}{' after its transform finished' if not t.active else ''}. "
+                f"a tracer from {t} was used in {self}{when}. "
                 "A traced value escaped its function (stored in a global or a closure?): "
                 "return it instead.")
         if isinstance(x, Lit):
@@ -178,7 +189,8 @@ class Trace:
                 if src is None:
                     raise ConcretizationError(
                         f"{why} of a traced value was needed, but this function is traced "
-                        f"with abstract inputs (shape/dtype only). At {source_line(_user_source())}. "
+                        "with abstract inputs (shape/dtype only). At "
+                        f"{source_line(_user_source())}. "
                         "Use ft.cond / ft.while_loop for value-dependent control flow, or mark "
                         "the argument static (static_argnums=...).")
                 self.values[v] = src.value if isinstance(src, Tracer) else src
@@ -334,6 +346,8 @@ def bind(op: Op, *args: Any, **params: Any) -> Any:
     if trace is None:
         for a in args:
             if isinstance(a, Tracer):
+                if a._trace.eager:   # an autograd.NDArray: its recorder computes (and records)
+                    return a._trace.record(op, args, params)
                 raise TracerLeakError(
                     f"{op.name} got a tracer outside of any transform: a traced value escaped "
                     "its function (stored in a global or closure?)")
