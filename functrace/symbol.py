@@ -83,7 +83,24 @@ class Symbol:
                 f"{len(self.outputs)} outputs>")
 
     def __call__(self, *args, **kwargs):
-        """Evaluate on the reference interpreter; arguments must match the traced types."""
+        """Evaluate on the reference interpreter; arguments must match the traced types.
+
+        Inside a transform (``ft.grad(sym)``, ``ft.jit(sym)``, ``ft.vmap(sym)``) the graph's
+        equations are re-bound into the enclosing trace instead, so a Symbol composes like
+        the function it was traced from."""
+        from .tracing import Tracer, _current, eval_graph
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        if _current.get() is not None or any(isinstance(x, Tracer) for x in leaves):
+            if tree != self.in_tree:
+                raise TypeError(f"argument structure {tree} differs from the traced "
+                                f"{self.in_tree}")
+            for i, (x, v) in enumerate(zip(leaves, self.inputs)):
+                av = x.aval if isinstance(x, Tracer) else AVal.of(x)
+                if av.shape != v.aval.shape:
+                    raise ValueError(f"argument {i}: expected shape {v.aval.shape} "
+                                     f"({v.aval}), got {av.shape}")
+            outs = eval_graph(self.graph, leaves)
+            return tree_util.tree_unflatten(self.out_tree, outs)
         from .backends import numpy_ref
         leaves = self._check_args(args, kwargs)
         outs = numpy_ref.run(self.graph, leaves)
