@@ -30,7 +30,7 @@ import numpy as np
 from . import ops
 from .core import AVal, Eqn, Graph, Lit, Var
 from .errors import MissingRuleError
-from .tracing import Trace, Tracer, _current, _source_override, source_line
+from .tracing import Trace, Tracer, _current, _source_override, _wanted, source_line
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like"]
 
@@ -143,10 +143,12 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
                     + f"; recorded at {source_line(e.source)}. Wrap its input in "
                     "ft.stop_gradient(...) if no gradient should flow through it.")
             stok = _source_override.set(e.source)
+            wtok = _wanted.set(tuple(isinstance(a, Var) and a in active for a in e.inputs))
             try:
                 in_cts = rule(cts, tuple(val(a) for a in e.inputs),
                               tuple(val(o) for o in e.outputs), **e.params)
             finally:
+                _wanted.reset(wtok)
                 _source_override.reset(stok)
             for a, ct in zip(e.inputs, in_cts):
                 if ct is None or not isinstance(a, Var) or a not in active:

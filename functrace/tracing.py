@@ -44,6 +44,18 @@ _current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 _source_override: contextvars.ContextVar[SourceInfo | None] = contextvars.ContextVar(
     "functrace_source", default=None)
 
+# While a vjp rule runs: which of its inputs need a cotangent (the others are literals or do
+# not depend on what is differentiated). Rules may skip work for the rest.
+_wanted: contextvars.ContextVar[tuple[bool, ...] | None] = contextvars.ContextVar(
+    "functrace_wanted", default=None)
+
+
+def cotangent_wanted(i: int) -> bool:
+    """Inside a vjp rule: whether input ``i`` needs a cotangent (True outside rules)."""
+    w = _wanted.get()
+    return w is None or w[i]
+
+
 _trace_ids = itertools.count()
 # 0-d literals are immutable values: share one Lit per (dtype, bytes) to make tracing cheap
 _scalar_lits: dict[tuple, Lit] = {}

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core import AVal, Op
 from ..errors import ShapeError
-from ..tracing import bind
+from ..tracing import bind, cotangent_wanted
 from . import elementwise as ew
 from ._base import shape_of
 from .shape import transpose
@@ -77,6 +77,15 @@ def _dg_vjp(cts, ins, outs, *, dimension_numbers):
     cb = tuple(range(B))
     ct_xf = tuple(range(B, B + Fx))
     ct_yf = tuple(range(B + Fx, B + Fx + Fy))
+    gx = gy = None
+    if cotangent_wanted(0):
+        gx = _dg_ct_x(ct, y, xc, yc, xb, yb, xf, yf, B, Fx, cb, ct_yf, nx)
+    if cotangent_wanted(1):
+        gy = _dg_ct_y(ct, x, xc, yc, xb, yb, xf, yf, B, cb, ct_xf, ny)
+    return gx, gy
+
+
+def _dg_ct_x(ct, y, xc, yc, xb, yb, xf, yf, B, Fx, cb, ct_yf, nx):
     # ct_x: contract ct's y-free axes with y's free axes -> (batch, x free, y contract sorted)
     gx = dot_general(ct, y, ((ct_yf, yf), (cb, yb)))
     pos = {}
@@ -87,7 +96,10 @@ def _dg_vjp(cts, ins, outs, *, dimension_numbers):
     ycs = sorted(yc)
     for k, d in enumerate(xc):
         pos[d] = B + Fx + ycs.index(yc[k])
-    gx = transpose(gx, tuple(pos[d] for d in range(nx)))
+    return transpose(gx, tuple(pos[d] for d in range(nx)))
+
+
+def _dg_ct_y(ct, x, xc, yc, xb, yb, xf, yf, B, cb, ct_xf, ny):
     # ct_y with x first: (batch, x contract sorted, y free) is y's own layout in the common
     # matmul case, so no transpose is needed there
     gy = dot_general(x, ct, ((xf, ct_xf), (xb, cb)))
@@ -99,8 +111,7 @@ def _dg_vjp(cts, ins, outs, *, dimension_numbers):
         pos[d] = B + xcs.index(xc[k])
     for j, d in enumerate(yf):
         pos[d] = B + len(xc) + j
-    gy = transpose(gy, tuple(pos[d] for d in range(ny)))
-    return gx, gy
+    return transpose(gy, tuple(pos[d] for d in range(ny)))
 
 
 def _dg_jvp(primals, tangents, outs, *, dimension_numbers):

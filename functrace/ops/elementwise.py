@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import Op
-from ..tracing import bind
+from ..tracing import bind, cotangent_wanted
 from ._base import dtype_of, elementwise_op, lit
 
 # --------------------------------------------------------------------------------------------
@@ -67,8 +67,8 @@ def _smooth_binary(op: Op, dx, dy):
     def vjp(cts, ins, outs, **p):
         ct = cts[0]
         x, y = ins
-        return (None if dx is None else mul(ct, dx(x, y, outs[0])),
-                None if dy is None else mul(ct, dy(x, y, outs[0])))
+        return (None if dx is None or not cotangent_wanted(0) else mul(ct, dx(x, y, outs[0])),
+                None if dy is None or not cotangent_wanted(1) else mul(ct, dy(x, y, outs[0])))
 
     def jvp(primals, tangents, outs, **p):
         x, y = primals
@@ -188,7 +188,8 @@ add_p.jvp, sub_p.jvp = _add_jvp, _sub_jvp
 
 def _mul_vjp(cts, ins, outs):
     x, y = ins
-    return mul(cts[0], y), mul(x, cts[0])
+    return (mul(cts[0], y) if cotangent_wanted(0) else None,
+            mul(x, cts[0]) if cotangent_wanted(1) else None)
 
 
 mul_p.vjp = _mul_vjp
@@ -200,7 +201,8 @@ def _div_vjp(cts, ins, outs):
     ct = cts[0]
     x, y = ins
     ctx = div(ct, y)
-    return ctx, neg(mul(ctx, outs[0]))
+    return (ctx if cotangent_wanted(0) else None,
+            neg(mul(ctx, outs[0])) if cotangent_wanted(1) else None)
 
 
 _smooth_binary(div_p, lambda x, y, o: div(lit(1, o), y), lambda x, y, o: neg(div(o, y)))
