@@ -161,13 +161,37 @@ def _abstract_key(leaves):
     return tuple(key)
 
 
-def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=None):
+_SMALL_CONST = 1 << 16   # bytes: smaller captured arrays are compared by their bytes
+
+
+def _snapshot(orig, val: np.ndarray) -> tuple:
+    """What a cache entry remembers of an array the trace captured as a constant."""
+    return (orig, val.shape, val.dtype,
+            val.tobytes() if val.nbytes <= _SMALL_CONST else val)
+
+
+def _unchanged(snap) -> bool:
+    """Whether a captured array still holds the value the cached graph baked in (bytes
+    compare: NaN equals NaN, so a constant holding NaN does not force a re-trace)."""
+    orig, shape, dtype, saved = snap
+    a = orig if type(orig) is np.ndarray else np.asarray(orig)
+    if a.shape != shape or a.dtype != dtype:
+        return False
+    if type(saved) is bytes:
+        return a.tobytes() == saved
+    return np.array_equal(a, saved, equal_nan=a.dtype.kind in "fc")
+
+
+def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=None,
+                      flat=None):
     """Trace ``fun`` at ``args`` and transform it with ``build(traced, in_tree, out_tree)``,
     reusing the result for the same abstract signature when no value decided control flow.
 
-    ``examples(leaves)`` may replace the leaves used for tracing (vmap traces one example).
+    ``examples(leaves)`` may replace the leaves used for tracing (vmap traces one example);
+    ``flat`` is ``(leaves, in_tree)`` of ``(args, kwargs)`` when the caller already has it.
     Returns (graph, out_tree, extra, leaves, captured)."""
-    leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs or {}))
+    leaves, in_tree = flat if flat is not None else tree_util.tree_flatten(
+        (tuple(args), kwargs or {}))
     leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     key = (kind, in_tree, _abstract_key(leaves))
     try:
@@ -176,7 +200,7 @@ def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=
         per_fun = None
     entry = per_fun.get(key) if per_fun is not None else None
     if entry is not None and entry.fingerprint == _fingerprint(fun) and all(
-            np.array_equal(orig, lit) for orig, lit in entry.consts):
+            _unchanged(snap) for snap in entry.consts):
         return entry.graph, entry.out_tree, entry.extra, leaves, []
     flat, box = flatten_fun(fun, in_tree)
     tr = trace_to_graph(flat, examples(leaves) if examples is not None else leaves)
@@ -188,7 +212,8 @@ def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=
         except TypeError:
             per_fun = None
         if per_fun is not None:
-            per_fun[key] = _Entry(graph, out_tree, tr.consts, _fingerprint(fun), extra)
+            per_fun[key] = _Entry(graph, out_tree, [_snapshot(o, v) for o, v in tr.consts],
+                                  _fingerprint(fun), extra)
     return graph, out_tree, extra, leaves, tr.captured
 
 

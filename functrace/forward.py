@@ -164,9 +164,10 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             in_axes, int | np.integer):
         raise TypeError(f"vmap in_axes must be an int, None or a tuple, got {in_axes!r}")
     dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes
+    out_key = _hashable(out_axes)
 
     def batched(*args):
-        leaves, tree = tree_util.tree_flatten(args)
+        leaves, tree = tree_util.tree_flatten((args, {}))
         dims = dims_by_tree.get(tree)
         if dims is None:
             axes = (tuple(in_axes) if isinstance(in_axes, tuple | list)
@@ -176,6 +177,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
                                  "positional arguments")
             dims = dims_by_tree[tree] = [d for a, ax in zip(args, axes)
                                          for d in _prefix_leaves(ax, a, "in_axes")]
+            if len(dims) != len(leaves):   # keyword arguments are not mapped
+                raise TypeError("vmap maps positional arguments only")
         norm, size = [], axis_size
         for i, (x, d) in enumerate(zip(leaves, dims)):
             if d is None:
@@ -210,8 +213,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             return optimize(bg), None
 
         graph, out_tree, _, lv, captured = _cached_transform(
-            ("vmap", tuple(norm), size, _hashable(out_axes)), fun, args, {}, build,
-            examples=examples)
+            ("vmap", tuple(norm), size, out_key), fun, args, {}, build,
+            examples=examples, flat=(leaves, tree))
         outs = _run(graph, list(lv) + list(captured))
         return tree_util.tree_unflatten(out_tree, outs)
 

@@ -277,3 +277,16 @@ def test_grad_inside_trace_of_constant_closure():
         gw = ft.grad(lambda w: fnp.sum(w ** 2))(W)   # concrete: computed eagerly
         return fnp.sum(x * gw)
     np.testing.assert_allclose(ft.grad(outer)(np.ones(2)), 2 * W)
+
+
+def test_cache_with_nan_constant_is_reused():
+    calls = []
+    C = np.array([np.nan, 1.0])
+
+    def f(x):
+        calls.append(1)
+        return fnp.sum(fnp.nan_to_num(x * C))
+    g = ft.grad(f)
+    g(np.ones(2))
+    g(np.ones(2))
+    assert len(calls) == 1     # a NaN in a captured constant does not force a re-trace

@@ -7,6 +7,7 @@ bilinear rules. The impl transposes to (batch, free, contract), reshapes to 3-d 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -40,17 +41,28 @@ def _dg_abstract(x, y, *, dimension_numbers):
     return AVal(shape, x.dtype)
 
 
-def _dg_impl(x, y, *, dimension_numbers):
+@functools.lru_cache(maxsize=1024)
+def _dg_layout(dimension_numbers, nx, ny):
+    """Transposes that bring the operands to (batch, free, contract) / (batch, contract,
+    free), computed once per (dimension numbers, ranks)."""
     (xc, yc), (xb, yb) = dimension_numbers
-    xf = _free(x.ndim, xc, xb)
-    yf = _free(y.ndim, yc, yb)
-    bshape = [x.shape[d] for d in xb]
-    xfs = [x.shape[d] for d in xf]
-    yfs = [y.shape[d] for d in yf]
+    xf = _free(nx, xc, xb)
+    yf = _free(ny, yc, yb)
+    pa, pb = xb + xf + xc, yb + yc + yf
+    return (pa if pa != tuple(range(nx)) else None, pb if pb != tuple(range(ny)) else None,
+            xb, xf, xc, yf)
+
+
+def _dg_impl(x, y, *, dimension_numbers):
+    pa, pb, xb, xf, xc, yf = _dg_layout(dimension_numbers, x.ndim, y.ndim)
+    xs, ys = x.shape, y.shape
+    bshape = [xs[d] for d in xb]
+    xfs = [xs[d] for d in xf]
+    yfs = [ys[d] for d in yf]
     B, M, N = math.prod(bshape), math.prod(xfs), math.prod(yfs)
-    K = math.prod([x.shape[d] for d in xc])
-    a = np.transpose(x, xb + xf + xc).reshape(B, M, K)
-    b = np.transpose(y, yb + yc + yf).reshape(B, K, N)
+    K = math.prod([xs[d] for d in xc])
+    a = (x if pa is None else x.transpose(pa)).reshape(B, M, K)
+    b = (y if pb is None else y.transpose(pb)).reshape(B, K, N)
     if B == 1:   # 2-d BLAS call: transposed operands are passed as flags, not copied
         return np.dot(a[0], b[0]).reshape(bshape + xfs + yfs)
     return np.matmul(a, b).reshape(bshape + xfs + yfs)
