@@ -81,6 +81,24 @@ def _fit(ct, aval: AVal, eqn: Eqn):
     return ct
 
 
+def _extending_trace(g: Graph):
+    """A trace whose equations start as ``g``'s (reused as they are: graphs are immutable),
+    and a function giving the value of an atom of ``g`` in it."""
+    trace = Trace(_current.get())
+    trace.inputs = list(g.inputs)
+    trace.n_explicit = len(g.inputs)
+    for v in g.inputs:
+        trace.sources[v] = None
+    trace.eqns = list(g.eqns)
+    for e in g.eqns:
+        for o in e.outputs:
+            trace.producer[o] = e
+
+    def val(a):
+        return a.val if isinstance(a, Lit) else Tracer(trace, a)
+    return trace, val
+
+
 def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
     """The joint forward+backward graph of ``g``.
 
@@ -95,18 +113,7 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
         A graph with inputs ``g.inputs + cotangent inputs`` and outputs
         ``g.outputs + one gradient per wrt input`` (gradients have the primal's dtype).
     """
-    trace = Trace(_current.get())
-    trace.inputs = list(g.inputs)
-    trace.n_explicit = len(g.inputs)
-    for v in g.inputs:
-        trace.sources[v] = None
-    trace.eqns = list(g.eqns)
-    for e in g.eqns:
-        for o in e.outputs:
-            trace.producer[o] = e
-
-    def val(a):
-        return a.val if isinstance(a, Lit) else Tracer(trace, a)
+    trace, val = _extending_trace(g)
 
     active = active_vars(g, wrt)
     ct_env: dict[Var, object] = {}
@@ -182,18 +189,7 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
     recorded by each op's jvp rule (written with op-level functions, so a jvp graph can be
     differentiated again in either mode). A tangent that is ``None`` is a symbolic zero.
     """
-    trace = Trace(_current.get())
-    trace.inputs = list(g.inputs)
-    trace.n_explicit = len(g.inputs)
-    for v in g.inputs:
-        trace.sources[v] = None
-    trace.eqns = list(g.eqns)
-    for e in g.eqns:
-        for o in e.outputs:
-            trace.producer[o] = e
-
-    def val(a):
-        return a.val if isinstance(a, Lit) else Tracer(trace, a)
+    trace, val = _extending_trace(g)
 
     tan: dict[Var, object] = {}
     token = _current.set(trace)
@@ -347,8 +343,8 @@ def _custom_vjp_rule(cts, ins, outs, *, fun_graph, rule):
 custom_vjp_call_p.vjp = _custom_vjp_rule
 
 
-def trace_custom_vjp(fun, fwd, bwd, args):
-    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
+def _trace_custom(fun, args, kind):
+    """Trace a custom-rule function on flat leaves: (leaves, in_tree, graph, out_tree)."""
     from . import tree_util
     leaves, in_tree = tree_util.tree_flatten(tuple(args))
     box = {}
@@ -360,11 +356,18 @@ def trace_custom_vjp(fun, fwd, bwd, args):
 
     tr = trace_to_graph(flat_fun, leaves)
     if tr.captured:
-        raise TypeError(f"custom_vjp function {getattr(fun, '__name__', '?')} closes over a "
+        raise TypeError(f"{kind} function {getattr(fun, '__name__', '?')} closes over a "
                         "value of an enclosing transform; pass it as an argument instead")
-    rule = _Rule(fwd, bwd, in_tree, box["out"], getattr(fun, "__name__", "f"))
-    outs = bind(custom_vjp_call_p, *leaves, fun_graph=tr.graph, rule=rule)
-    return tree_util.tree_unflatten(box["out"], list(outs))
+    return leaves, in_tree, tr.graph, box["out"]
+
+
+def trace_custom_vjp(fun, fwd, bwd, args):
+    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
+    from . import tree_util
+    leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_vjp")
+    rule = _Rule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    outs = bind(custom_vjp_call_p, *leaves, fun_graph=graph, rule=rule)
+    return tree_util.tree_unflatten(out_tree, list(outs))
 
 
 # --------------------------------------------------------------------------------------------
@@ -450,18 +453,7 @@ custom_jvp_call_p.vjp = _custom_jvp_vjp
 def trace_custom_jvp(fun, jvp_rule, args):
     """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure."""
     from . import tree_util
-    leaves, in_tree = tree_util.tree_flatten(tuple(args))
-    box = {}
-
-    def flat_fun(*xs):
-        out = fun(*tree_util.tree_unflatten(in_tree, list(xs)))
-        ol, box["out"] = tree_util.tree_flatten(out)
-        return ol
-
-    tr = trace_to_graph(flat_fun, leaves)
-    if tr.captured:
-        raise TypeError(f"custom_jvp function {getattr(fun, '__name__', '?')} closes over a "
-                        "value of an enclosing transform; pass it as an argument instead")
-    rule = _JvpRule(jvp_rule, in_tree, box["out"], getattr(fun, "__name__", "f"))
-    outs = bind(custom_jvp_call_p, *leaves, fun_graph=tr.graph, rule=rule)
-    return tree_util.tree_unflatten(box["out"], list(outs))
+    leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_jvp")
+    rule = _JvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    outs = bind(custom_jvp_call_p, *leaves, fun_graph=graph, rule=rule)
+    return tree_util.tree_unflatten(out_tree, list(outs))
