@@ -162,6 +162,32 @@ min = _minmax("min", np.min, ops.reduce_min)  # noqa: A001
 amax, amin = max, min
 
 
+def _moment(npfn, a, axis, dtype, out, ddof, keepdims, where, mean, correction, finish):
+    """Shared body of var and std: numpy eagerly; traced, centre the data and ``finish``
+    (``finish(centred, axes, n) -> result`` with ``n`` the divisor)."""
+    if _current.get() is None:
+        kw = {}
+        if where is not None:
+            kw["where"] = where
+        if mean is not None:
+            kw["mean"] = mean
+        if correction is not None:
+            kw["correction"] = correction
+        return npfn(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    _no_out(out)
+    if where is not None or mean is not None:
+        raise NotImplementedError(f"{npfn.__name__}(where=, mean=) on traced arrays")
+    ddof = correction if correction is not None else ddof
+    x = asarray_any(a)
+    dt = result_dtype_like_numpy(npfn, x.dtype, dtype=dtype)
+    axes = normalize_axes(axis, x.ndim)
+    xs = cast(x, _working_dtype(x.dtype, dt))
+    centred = ops.sub(xs, ops.broadcast_in_dim(_mean_of(xs, axes), x.shape,
+                                               tuple(i for i in range(x.ndim) if i not in axes)))
+    y = finish(centred, axes, _count(x.shape, axes) - ddof)
+    return _keep(y, x.shape, axes, keepdims)
+
+
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
     """numpy.var (the gradient of the variance of a constant is 0).
@@ -171,32 +197,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
         >>> float(fnp.var(np.array([1.0, 3.0])))
         1.0
     """
-    if _current.get() is None:
-        kw = {}
-        if where is not None:
-            kw["where"] = where
-        if mean is not None:
-            kw["mean"] = mean
-        if correction is not None:
-            kw["correction"] = correction
-        return np.var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    _no_out(out)
-    if where is not None or mean is not None:
-        raise NotImplementedError("var(where=, mean=) on traced arrays")
-    ddof = correction if correction is not None else ddof
-    x = asarray_any(a)
-    dt = result_dtype_like_numpy(np.var, x.dtype, dtype=dtype)
-    axes = normalize_axes(axis, x.ndim)
-    xs = cast(x, _working_dtype(x.dtype, dt))
-    centred = ops.sub(xs, ops.broadcast_in_dim(_mean_of(xs, axes), x.shape,
-                                               tuple(i for i in range(x.ndim) if i not in axes)))
-    if xs.dtype.kind == "c":
-        sq = ops.real(ops.mul(centred, ops.conj(centred)))
-    else:
-        sq = ops.mul(centred, centred)
-    n = _count(x.shape, axes) - ddof
-    y = ops.div(ops.reduce_sum(sq, axes), np.asarray(n, sq.dtype))
-    return _keep(y, x.shape, axes, keepdims)
+    def finish(centred, axes, n):
+        if centred.dtype.kind == "c":
+            sq = ops.real(ops.mul(centred, ops.conj(centred)))
+        else:
+            sq = ops.mul(centred, centred)
+        return ops.div(ops.reduce_sum(sq, axes), np.asarray(n, sq.dtype))
+    return _moment(np.var, a, axis, dtype, out, ddof, keepdims, where, mean, correction, finish)
 
 
 def _working_dtype(x_dtype, out_dtype):
@@ -220,29 +227,10 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
         >>> float(fnp.std(np.array([1.0, 3.0])))
         1.0
     """
-    if _current.get() is None:
-        kw = {}
-        if where is not None:
-            kw["where"] = where
-        if mean is not None:
-            kw["mean"] = mean
-        if correction is not None:
-            kw["correction"] = correction
-        return np.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    _no_out(out)
-    if where is not None or mean is not None:
-        raise NotImplementedError("std(where=, mean=) on traced arrays")
-    ddof = correction if correction is not None else ddof
-    x = asarray_any(a)
-    dt = result_dtype_like_numpy(np.std, x.dtype, dtype=dtype)
-    axes = normalize_axes(axis, x.ndim)
-    xs = cast(x, _working_dtype(x.dtype, dt))
-    centred = ops.sub(xs, ops.broadcast_in_dim(_mean_of(xs, axes), x.shape,
-                                               tuple(i for i in range(x.ndim) if i not in axes)))
-    nrm = ops.l2norm(centred, axes)
-    n = _count(x.shape, axes) - ddof
-    y = ops.div(nrm, np.asarray(np.sqrt(n) if n > 0 else 0.0, nrm.dtype))
-    return _keep(y, x.shape, axes, keepdims)
+    def finish(centred, axes, n):
+        nrm = ops.l2norm(centred, axes)
+        return ops.div(nrm, np.asarray(np.sqrt(n) if n > 0 else 0.0, nrm.dtype))
+    return _moment(np.std, a, axis, dtype, out, ddof, keepdims, where, mean, correction, finish)
 
 
 def _argfn(name, npfn, prim):
