@@ -13,34 +13,19 @@ Prints medians of repeated timings and ratios against peers measured in the same
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _timing import median_time
 
 import functrace as ft
 import functrace.numpy as fnp
 from functrace.autodiff import vjp_graph
 from functrace.passes.simplify import optimize
-
-
-def median_time(fn, repeat=7, number=None):
-    """Median seconds per call over ``repeat`` batches of ``number`` calls."""
-    if number is None:
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        number = max(1, int(0.02 / max(dt, 1e-7)))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
 
 
 def chain(mod, n_ops):

@@ -13,31 +13,17 @@ Every result is checked against the reference answer before it is timed.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _timing import median_time
 
 import functrace as ft
 import functrace.numpy as fnp
-
-
-def median_time(fn, repeat=9):
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    dt = time.perf_counter() - t0
-    number = max(1, int(0.05 / max(dt, 1e-7)))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
 
 
 def rosen(mod):
