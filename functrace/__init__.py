@@ -22,15 +22,18 @@ from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .core import AVal, Graph, verify
 from .errors import (BackendError, ConcretizationError, FunctraceError, FunctraceWarning,
                      MissingRuleError, ShapeError, TracerLeakError)
+from .jit import jit
+from . import device  # noqa: E402  (issue #7: GPU placement)
+from .device import device_get, device_put
 from .symbol import Symbol
 from .tracing import ShapeDtype
 from . import autograd  # noqa: E402  (MXNet-style imperative API, the top layer)
 
 __version__ = "0.1.0"
 
-__all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
+__all__ = ["jit", "trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
            "jacrev", "jacobian", "hessian", "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp",
            "checkpoint", "remat", "safe_where", "Symbol", "ShapeDtype", "AVal", "Graph", "verify",
            "tree_util", "nn", "test_util", "autograd",
            "FunctraceError", "FunctraceWarning", "ShapeError", "ConcretizationError", "MissingRuleError",
-           "BackendError", "TracerLeakError"]
+           "BackendError", "TracerLeakError", "device_put", "device_get", "device"]

@@ -1,0 +1,587 @@
+"""Kernel code generation: fusion groups -> kernel specs -> Python source text.
+
+Owns the backend-neutral description of a fused kernel (``KernelSpec``: a loop nest over a
+*loop shape*, operands read through static index maps, a straight-line scalar body, elementwise
+outputs and at most one reduction), the construction of a spec from a fusion group
+(``build_spec``), the per-element expression generation (``element_expr``, driven by a
+per-target table of expression templates), and the numba CPU loop template
+(``render_cpu``). A CUDA target reuses ``build_spec`` and the body lines and supplies its own
+expression table and launch template. This file generates text only: it never imports numba
+(so ``lower(...).source`` and the disk-cache check cost no numba start-up). Imports core and
+passes.fusion only.
+
+How a group becomes a kernel:
+
+* Every operand of the group (an external Var or array literal) is read through a static
+  *index map*: for each of the operand's axes, the loop axis that indexes it, or None for a
+  size-1 axis read at 0. Broadcasts, transposes and unit-axis reshapes in front of the group
+  are folded into these maps (``passes.fusion.resolve_view``), so they cost nothing.
+* Loop axes of extent 1 are dropped and adjacent loop axes that every operand reads in order
+  are merged (``(256, 512)`` elementwise becomes one loop of 131072), so the inner loop is
+  long and contiguous and LLVM vectorises it. The kernel key depends only on the structure,
+  dtypes and maps, never on the extents (passed as arguments), so one compiled kernel serves
+  every shape with the same structure.
+* Body values are emitted at the shallowest loop depth whose indices they depend on (a
+  row-broadcast value is computed once per row).
+* Reductions: if the innermost loop axis is not reduced, each element is accumulated straight
+  into the output (a vectorisable loop over the inner axis). If it is, the inner axis is
+  processed in chunks: the body fills a buffer (a vectorised loop), the buffer is reduced
+  pairwise by halving (vectorised too, and as accurate as numpy's pairwise sum), and chunk
+  results are combined with Neumaier compensated summation: no reassociation is assumed (no
+  ``fastmath=True``). ``logsumexp`` takes two passes (max, then sum of ``exp(v - max)``) over
+  the same chunks, like its numpy impl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from ..core import Graph, Lit, Var
+
+__all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
+           "const_expr", "render_cpu", "spec_key", "REDUCTION_KINDS", "CHUNK"]
+
+#: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
+CHUNK = 2048
+#: reduction primitive -> reduction kind of the templates
+REDUCTION_KINDS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max",
+                   "reduce_min": "min", "reduce_and": "and", "reduce_or": "or",
+                   "logsumexp": "logsumexp"}
+
+
+class Unsupported(Exception):
+    """The group cannot be expressed as a kernel (the executor runs it with numpy)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """An array read by a kernel: after the run-time reshape to ``len(axes)`` dims, operand
+    axis ``p`` is indexed by loop index ``axes[p]``; ``axes == ()`` is a scalar read at [0]."""
+
+    dtype: np.dtype
+    axes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """The closing reduction: ``kind`` over loop ``axes`` of body value ``value``."""
+
+    kind: str
+    value: str
+    in_dtype: np.dtype
+    dtype: np.dtype
+    axes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """A fused kernel, independent of the target and of the loop extents.
+
+    Attributes:
+        ndim: rank of the (simplified) loop nest.
+        operands: arrays read (names ``a0, a1, ...`` in the body, values ``x0, x1, ...``).
+        body: ``(name, expr, dtype, depth)`` lines in dependency order; ``depth`` is the number
+            of enclosing loops the value needs (0: loop invariant).
+        outputs: ``(name, dtype)`` elementwise outputs written at every loop index.
+        reduction: the optional closing reduction.
+    """
+
+    ndim: int
+    operands: tuple[Operand, ...]
+    body: tuple[tuple[str, str, np.dtype, int], ...]
+    outputs: tuple[tuple[str, np.dtype], ...]
+    reduction: Reduction | None
+
+
+@dataclasses.dataclass
+class Binding:
+    """How the executor calls a kernel built from a group (plan-time, shape-specific).
+
+    Attributes:
+        extents: the simplified loop extents (the kernel's first arguments).
+        operands: ``(atom, runtime_shape)`` per operand: reshape the atom's value to it.
+        outputs: ``(var, runtime_shape)`` per elementwise output.
+        reduction: ``(var, runtime_shape)`` of the reduction output, or None.
+    """
+
+    extents: tuple[int, ...]
+    operands: list[tuple[object, tuple[int, ...]]]
+    outputs: list[tuple[Var, tuple[int, ...]]]
+    reduction: tuple[Var, tuple[int, ...]] | None
+
+
+# --------------------------------------------------------------------------------------------
+# per-element expressions
+# --------------------------------------------------------------------------------------------
+
+def dtype_ctor(dt: np.dtype) -> str:
+    """The numpy scalar constructor that types a value in generated code."""
+    dt = np.dtype(dt)
+    return "np.bool_" if dt.kind == "b" else f"np.{dt.name}"
+
+
+def const_expr(value, dtype) -> str:
+    """Source text of a typed scalar constant (exact: repr round-trips)."""
+    dt = np.dtype(dtype)
+    v = np.asarray(value, dt).item()
+    if dt.kind == "b":
+        return "True" if v else "False"
+    if dt.kind in "iu":
+        return f"{dtype_ctor(dt)}({int(v)})"
+    if dt.kind == "f":
+        if math.isnan(v):
+            txt = "np.nan"
+        elif math.isinf(v):
+            txt = "np.inf" if v > 0 else "-np.inf"
+        else:
+            txt = repr(float(v))
+        return f"{dtype_ctor(dt)}({txt})"
+    raise Unsupported(f"constant of dtype {dt}")
+
+
+# dtypes whose arithmetic numba keeps in the operand type without a cast
+_NATIVE = {np.dtype("float64"), np.dtype("int64"), np.dtype("bool")}
+
+
+def element_expr(op_name: str, template: str | Callable | None, args: list[str],
+                 params: Mapping, in_dtypes: list[np.dtype], out_dtype: np.dtype) -> str:
+    """The scalar expression of one elementwise equation.
+
+    ``template`` comes from the target's expression table (or the op's ``kernel`` field):
+    a format string over ``{0}, {1}, ...`` and the params, or a callable
+    ``(args, params, in_dtypes, out_dtype) -> str``. Operands are always names or constants,
+    so templates may repeat them. The result is cast to the equation's dtype where the
+    target's scalar promotion could differ from numpy's (float32, small integers).
+    """
+    if template is None:
+        raise Unsupported(f"{op_name} has no kernel expression")
+    if callable(template):
+        expr = template(args, params, in_dtypes, out_dtype)
+    else:
+        try:
+            expr = template.format(*args, **params)
+        except (KeyError, IndexError) as e:
+            raise Unsupported(f"{op_name}: bad kernel template {template!r}") from e
+    if np.dtype(out_dtype) not in _NATIVE:
+        expr = f"{dtype_ctor(out_dtype)}({expr})"
+    return expr
+
+
+# --------------------------------------------------------------------------------------------
+# group -> spec
+# --------------------------------------------------------------------------------------------
+
+def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec, Binding]:
+    """Build the kernel spec and its plan-time binding for a fusion group.
+
+    Args:
+        graph: the graph the group belongs to.
+        group: a ``passes.fusion.Group``.
+        exprs: the target's expression table (op name -> template); ops not in it use their
+            ``kernel`` field.
+        view_of: the fusion plan's view resolver (``FusionPlan.resolve``): ``(atom,
+            loop_shape, group) -> (root atom, index map)``.
+
+    Raises:
+        Unsupported: the group cannot be a kernel on this target.
+    """
+    eqns = [graph.eqns[i] for i in group.eqns]
+    loop_shape = group.shape
+    red_eqn = graph.eqns[group.reduction] if group.reduction is not None else None
+    members: set[Var] = set()
+    for e in eqns:
+        if e is not red_eqn:
+            members.update(e.outputs)
+
+    # operands: (root atom, map) -> index; loop axes of extent 1 are dropped later
+    ops_index: dict[tuple, int] = {}
+    op_list: list[tuple[object, tuple]] = []
+    names: dict[Var, str] = {}
+    lines: list[tuple[str, str, np.dtype, frozenset]] = []
+
+    def operand(atom) -> str:
+        if isinstance(atom, Lit) and atom.val.ndim == 0:
+            return const_expr(atom.val, atom.aval.dtype)
+        if isinstance(atom, Var) and atom in names:
+            return names[atom]
+        root, amap = view_of(atom, loop_shape, group)
+        if isinstance(root, Lit) and root.val.ndim == 0:
+            return const_expr(root.val, root.aval.dtype)
+        if isinstance(root, Var) and root in members:
+            raise Unsupported("a group value is read through a non-identity view")
+        key = (root if isinstance(root, Var) else ("lit", id(root)), amap)
+        k = ops_index.get(key)
+        if k is None:
+            k = ops_index[key] = len(op_list)
+            op_list.append((root, amap))
+        return f"x{k}"
+
+    tmp = 0
+    for e in eqns:
+        if e is red_eqn:
+            continue
+        args = [operand(a) for a in e.inputs]
+        template = exprs.get(e.op.name, e.op.kernel)
+        expr = element_expr(e.op.name, template, args, e.params,
+                            [a.aval.dtype for a in e.inputs], e.outputs[0].aval.dtype)
+        name = f"t{tmp}"
+        tmp += 1
+        names[e.outputs[0]] = name
+        lines.append((name, expr, e.outputs[0].aval.dtype, frozenset(args)))
+
+    red = None
+    if red_eqn is not None:
+        kind = REDUCTION_KINDS.get(red_eqn.op.name)
+        if kind is None:
+            raise Unsupported(f"reduction {red_eqn.op.name}")
+        axes = tuple(red_eqn.params["axes"])
+        if not axes:
+            raise Unsupported("reduction over no axes")
+        src = operand(red_eqn.inputs[0])
+        red = (kind, src, red_eqn.inputs[0].aval.dtype, red_eqn.outputs[0].aval.dtype, axes)
+
+    # elementwise outputs: member values read outside the group (decided by the planner)
+    outputs = [(names[v], v) for v in group.outputs if v in names]
+
+    # --- simplify the loop nest: drop extent-1 axes, merge axes every access reads in order
+    nd = len(loop_shape)
+    keep = [d for d in range(nd) if loop_shape[d] != 1]
+    maps = []
+    for _root, amap in op_list:
+        maps.append(tuple(m for m in amap if m is not None and loop_shape[m] != 1))
+    red_axes = set(red[4]) if red else set()
+    axis_groups = []          # each: list of original loop axes merged into one
+    for d in keep:
+        if axis_groups and _mergeable(axis_groups[-1][-1], d, maps, red_axes):
+            axis_groups[-1].append(d)
+        else:
+            axis_groups.append([d])
+    new_of = {}
+    for j, grp in enumerate(axis_groups):
+        for d in grp:
+            new_of[d] = j
+    extents = tuple(int(np.prod([loop_shape[d] for d in grp], dtype=np.int64))
+                    for grp in axis_groups)
+    operands, binding_ops = [], []
+    for (root, _amap), m in zip(op_list, maps):
+        new_axes = []
+        for d in m:
+            j = new_of[d]
+            if not new_axes or new_axes[-1] != j:
+                new_axes.append(j)
+        operands.append(Operand(root.aval.dtype, tuple(new_axes)))
+        binding_ops.append((root, tuple(extents[j] for j in new_axes) or (1,)))
+    ndim = len(extents)
+
+    # --- depths: a value needs the loops of the operands it (transitively) reads
+    opdepth = {f"x{k}": (max(o.axes) + 1 if o.axes else 0) for k, o in enumerate(operands)}
+    depth: dict[str, int] = dict(opdepth)
+    body = []
+    for name, expr, dt, used in lines:
+        dd = max([depth.get(u, 0) for u in used], default=0)
+        depth[name] = dd
+        body.append((name, expr, np.dtype(dt), dd))
+    reduction = None
+    if red is not None:
+        kind, src, in_dt, out_dt, axes = red
+        raxes = tuple(sorted({new_of[d] for d in axes if d in new_of}))
+        if not raxes:
+            # every reduced axis has extent 1: the result is the (cast) value itself
+            if kind == "logsumexp":
+                expr = src      # log(exp(x - m)) + m == x, inf and NaN included
+            elif kind in ("and", "or"):
+                expr = f"({src} != 0)" if np.dtype(in_dt).kind != "b" else src
+            else:
+                expr = src
+            if np.dtype(out_dt) != np.dtype(in_dt) or kind in ("and", "or"):
+                expr = f"{dtype_ctor(out_dt)}({expr})"
+            name = f"t{tmp}"
+            body.append((name, expr, np.dtype(out_dt), max(depth.get(src, 0), 0)))
+            outputs.append((name, red_eqn.outputs[0]))
+            red = None
+    if red is not None:
+        if kind == "logsumexp" and (raxes != (ndim - 1,)):
+            raise Unsupported("logsumexp over more than the innermost loop axis")
+        if kind in ("sum", "prod") and np.dtype(in_dt).kind == "b":
+            raise Unsupported("sum/prod of booleans")
+        reduction = Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes)
+    outs = tuple((n, v.aval.dtype) for n, v in outputs)
+    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction)
+    bind_outs = [(v, extents or (1,)) for _, v in outputs]
+    bind_red = None
+    if reduction is not None:
+        rshape = tuple(extents[j] for j in range(ndim) if j not in reduction.axes)
+        bind_red = (red_eqn.outputs[0], rshape or (1,))
+    return spec, Binding(extents, binding_ops, bind_outs, bind_red)
+
+
+def _mergeable(a: int, b: int, maps, red_axes) -> bool:
+    """Loop axes a < b (adjacent after dropping unit axes) merge when every operand reads
+    both in order or neither, and the reduction reduces both or neither."""
+    if (a in red_axes) != (b in red_axes):
+        return False
+    for m in maps:
+        ia = m.index(a) if a in m else None
+        ib = m.index(b) if b in m else None
+        if (ia is None) != (ib is None):
+            return False
+        if ia is not None and ib != ia + 1:
+            return False
+    return True
+
+
+def spec_key(source: str) -> str:
+    """Content hash of a kernel's source (the structural key of its group)."""
+    return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+# --------------------------------------------------------------------------------------------
+# the numba CPU loop template
+# --------------------------------------------------------------------------------------------
+
+def _idx(axes) -> str:
+    return ", ".join(f"i{d}" for d in axes) if axes else "0"
+
+
+def _combine(kind: str, a: str, b: str, dt: np.dtype) -> str:
+    """``a (op) b`` for a reduction kind, with numpy's NaN propagation for max/min."""
+    if kind == "sum":
+        return f"{a} + {b}"
+    if kind == "prod":
+        return f"{a} * {b}"
+    if kind == "and":
+        return f"{a} & {b}"
+    if kind == "or":
+        return f"{a} | {b}"
+    if kind in ("max", "logsumexp"):   # numba's np.maximum: numpy's NaN rule, vectorises
+        return f"np.maximum({a}, {b})"
+    if kind == "min":
+        return f"np.minimum({a}, {b})"
+    raise Unsupported(kind)
+
+
+def _acc_dtype(red: Reduction) -> np.dtype:
+    if red.kind in ("and", "or"):
+        return np.dtype(bool)
+    dt = red.in_dtype
+    if dt.kind == "f":
+        return np.dtype("float64") if red.kind in ("sum", "prod", "logsumexp") else dt
+    if dt.kind in "iu":
+        return np.dtype("uint64") if dt.kind == "u" and red.kind in ("sum", "prod") else (
+            np.dtype("int64") if red.kind in ("sum", "prod") else dt)
+    if dt.kind == "b":
+        return dt
+    raise Unsupported(f"reduction over {dt}")
+
+
+def _identity(red: Reduction, dt: np.dtype) -> str:
+    dt = np.dtype(dt)
+    if red.kind == "sum":
+        return const_expr(0, dt)
+    if red.kind == "prod":
+        return const_expr(1, dt)
+    if red.kind == "and":
+        return "True"
+    if red.kind == "or":
+        return "False"
+    if red.kind in ("max", "logsumexp"):
+        if dt.kind == "f":
+            return const_expr(-np.inf, dt)
+        return const_expr(np.iinfo(dt).min if dt.kind in "iu" else False, dt)
+    if red.kind == "min":
+        if dt.kind == "f":
+            return const_expr(np.inf, dt)
+        return const_expr(np.iinfo(dt).max if dt.kind in "iu" else True, dt)
+    raise Unsupported(red.kind)
+
+
+def _as_input(red: Reduction, v: str) -> str:
+    """The body value as the reduction consumes it (and/or of non-bool data test != 0)."""
+    if red.kind in ("and", "or") and red.in_dtype.kind != "b":
+        return f"({v} != 0)"
+    return v
+
+
+class _Writer:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.prange = False
+
+    def loop(self, depth: int, d: int):
+        rng = "numba.prange" if self.prange and d == 0 else "range"
+        self(depth, f"for i{d} in {rng}(n{d}):")
+
+    def __call__(self, depth: int, text: str):
+        self.lines.append("    " * depth + text)
+
+
+def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
+               parallel: bool = False) -> str:
+    """The Python source of a numba CPU kernel for ``spec``.
+
+    Signature: ``fn(n0, .., n{k-1}, a0, .., o0, .., [r])`` with the loop extents, the operands
+    reshaped as the binding says, the elementwise outputs and the reduction output. With
+    ``parallel`` the outermost loop is a ``numba.prange`` when it is not reduced (iterations
+    then write disjoint outputs).
+    """
+    nd = spec.ndim
+    red = spec.reduction
+    args = [f"n{d}" for d in range(nd)] + [f"a{k}" for k in range(len(spec.operands))]
+    args += [f"o{k}" for k in range(len(spec.outputs))]
+    if red is not None:
+        args.append("r")
+    w = _Writer()
+    w.prange = parallel and nd > 0 and (red is None or 0 not in red.axes) and not (
+        red is not None and nd == 1)
+    if decorator:
+        w(0, decorator)
+    w(0, f"def {fn_name}({', '.join(args)}):")
+    base = 1
+    reads = {}
+    for k, o in enumerate(spec.operands):
+        reads[f"x{k}"] = (max(o.axes) + 1 if o.axes else 0, f"x{k} = a{k}[{_idx(o.axes)}]")
+    by_depth: dict[int, list[str]] = {}
+    for d, line in reads.values():
+        by_depth.setdefault(d, []).append(line)
+    for name, expr, _dt, d in spec.body:
+        by_depth.setdefault(d, []).append(f"{name} = {expr}")
+    # reads are listed before body lines of the same depth: body lines only use reads/temps of
+    # lower or equal depth, and body lines are already in dependency order
+    if red is None:
+        _render_loops(w, spec, by_depth, base, nd, inner=None)
+    elif (nd - 1) not in red.axes:
+        _render_direct_reduction(w, spec, by_depth, base)
+    else:
+        _render_chunked_reduction(w, spec, by_depth, base)
+    w(base, "return 0")
+    return "\n".join(w.lines) + "\n"
+
+
+def _emit_level(w, by_depth, depth, indent):
+    for line in by_depth.get(depth, []):
+        w(indent, line)
+
+
+def _render_loops(w, spec, by_depth, base, nd, inner):
+    """Plain loop nest: values at their depth, outputs stored innermost."""
+    _emit_level(w, by_depth, 0, base)
+    for d in range(nd):
+        w.loop(base + d, d)
+        _emit_level(w, by_depth, d + 1, base + d + 1)
+    ind = base + nd
+    full = _idx(range(nd)) if nd else "0"
+    for k, (name, _dt) in enumerate(spec.outputs):
+        w(ind, f"o{k}[{full}] = {name}")
+    if inner is not None:
+        inner(ind)
+
+
+def _red_out_idx(spec) -> str:
+    keep = [d for d in range(spec.ndim) if d not in spec.reduction.axes]
+    return _idx(keep)
+
+
+def _render_init(w, spec, base, ident):
+    """Fill the reduction output with the identity (when it accumulates over loops)."""
+    keep = [d for d in range(spec.ndim) if d not in spec.reduction.axes]
+    if not keep:
+        w(base, f"r[0] = {ident}")
+        return
+    for j, d in enumerate(keep):
+        w(base + j, f"for i{d} in range(n{d}):")
+    w(base + len(keep), f"r[{_idx(keep)}] = {ident}")
+
+
+def _render_direct_reduction(w, spec, by_depth, base):
+    """Innermost loop axis not reduced: accumulate each element into r (vectorises)."""
+    red = spec.reduction
+    odt = red.dtype
+    _render_init(w, spec, base, _identity(red, odt))
+    ridx = _red_out_idx(spec)
+
+    def inner(ind):
+        v = _as_input(red, red.value)
+        expr = _combine(red.kind, f"r[{ridx}]", v, odt)
+        if odt not in _NATIVE:
+            expr = f"{dtype_ctor(odt)}({expr})"
+        w(ind, f"r[{ridx}] = {expr}")
+    _render_loops(w, spec, by_depth, base, spec.ndim, inner)
+
+
+def _render_chunked_reduction(w, spec, by_depth, base):
+    """Innermost loop axis reduced: the inner axis runs in chunks of up to CHUNK elements.
+    The body writes each chunk into a buffer (a long loop with no carried dependency, so LLVM
+    vectorises it), the buffer is reduced by halving (``buf[l] op= buf[l + h]``, also
+    vectorised: pairwise summation, as accurate as numpy's), and chunk results are combined
+    (Neumaier-compensated for float sums)."""
+    red = spec.reduction
+    nd = spec.ndim
+    inner = nd - 1
+    adt = _acc_dtype(red)
+    ctor = dtype_ctor(adt)
+    outer_reduced = any(d in red.axes for d in range(inner))
+    if outer_reduced:
+        _render_init(w, spec, base, _identity(red, red.dtype))
+    if not w.prange:
+        w(base, f"buf = np.empty({CHUNK}, {ctor})")
+    _emit_level(w, by_depth, 0, base)
+    for d in range(inner):
+        w.loop(base + d, d)
+        _emit_level(w, by_depth, d + 1, base + d + 1)
+    ind = base + inner
+    if w.prange:   # one buffer per outer iteration: iterations run on different threads
+        w(ind, f"buf = np.empty({CHUNK}, {ctor})")
+    ridx = _red_out_idx(spec)
+    full = _idx(range(nd))
+    v = _as_input(red, red.value)
+    vin = f"{ctor}({v})" if adt != red.in_dtype or v != red.value else v
+    passes = ["max", "sumexp"] if red.kind == "logsumexp" else [red.kind]
+    n = f"n{inner}"
+    for pname in passes:
+        kind = "sum" if pname == "sumexp" else pname
+        pident = _identity(dataclasses.replace(red, kind=kind), adt)
+        comp = kind == "sum" and adt.kind == "f"
+        w(ind, f"acc = {pident}")
+        if comp:
+            w(ind, f"cmp = {const_expr(0, adt)}")
+        w(ind, f"for c in range(0, {n}, {CHUNK}):")
+        w(ind + 1, f"m = min({CHUNK}, {n} - c)")
+        w(ind + 1, "for l in range(m):")
+        # unsigned: numba then skips negative-index wraparound, which blocks vectorisation
+        w(ind + 2, f"i{inner} = np.uint64(c + l)")
+        _emit_level(w, by_depth, nd, ind + 2)
+        if red.kind != "logsumexp" or pname == "sumexp":
+            for k, (name, _dt) in enumerate(spec.outputs):
+                w(ind + 2, f"o{k}[{full}] = {name}")
+        val = f"vm.vexp({ctor}({v}) - shift)" if pname == "sumexp" else vin
+        w(ind + 2, f"buf[l] = {val}")
+        # pairwise: fold the upper half onto the lower half until one element is left
+        w(ind + 1, "h = m")
+        w(ind + 1, "while h > 1:")
+        w(ind + 2, "k = (h + 1) // 2")
+        w(ind + 2, "for l in range(h - k):")
+        w(ind + 3, f"buf[l] = {_combine(kind, 'buf[l]', 'buf[l + k]', adt)}")
+        w(ind + 2, "h = k")
+        if comp:   # Neumaier across chunks; skipped once the sum is inf/NaN
+            w(ind + 1, "s = buf[0]")
+            w(ind + 1, "t = acc + s")
+            w(ind + 1, "if t - t == 0:")
+            w(ind + 2, "cmp += ((acc - t) + s) if abs(acc) >= abs(s) else ((s - t) + acc)")
+            w(ind + 1, "acc = t")
+        else:
+            w(ind + 1, f"acc = {_combine(kind, 'acc', 'buf[0]', adt)}")
+        if comp:
+            w(ind, "acc = acc + cmp if acc - acc == 0 else acc")
+        if pname == "max" and red.kind == "logsumexp":
+            # like the numpy impl: a non-finite maximum shifts by 0
+            w(ind, f"shift = acc if acc - acc == 0 else {const_expr(0, adt)}")
+    res = "vm.vlog(acc) + shift" if red.kind == "logsumexp" else "acc"
+    odt = red.dtype
+    if outer_reduced:
+        res = _combine(red.kind, f"r[{ridx}]", f"{dtype_ctor(odt)}({res})", odt)
+    w(ind, f"r[{ridx}] = {dtype_ctor(odt)}({res})")

@@ -1,0 +1,558 @@
+"""Lowering a graph for the CPU: constant folding, fusion plan, kernel specs, buffer plan, and
+the generated Python driver (``Program``).
+
+Owns ``Program`` (everything about one graph that can be decided without numba: which groups
+become which kernels, which value lives in which pool slot, and the straight-line driver that
+calls kernels, BLAS and numpy impls) and the inline numpy expressions of views and
+contractions. Text only: never imports numba (``lower(...).source`` is free). Imports core,
+passes, codegen and cpu_target.
+
+The driver: one generated Python function per graph, locals instead of an environment, one
+line per step, ``del`` after the last use of a numpy-allocated value; contractions become
+``np.matmul(a, b, out=pool slot)`` with operand transposes/reshapes precomputed; views
+(slice, reshape, transpose, broadcast) are inlined; kernel outputs that do not escape live in
+the pool; operands of uncertain layout go through ``_c`` so calls hit the kernel
+specialisation compiled at warm-up.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..core import AVal, Graph, Lit, Var
+from ..passes.fusion import Group, OpStep, plan_fusion
+from ..passes.memory import plan_buffers
+from . import numpy_ref
+from .codegen import Unsupported, build_spec
+from .cpu_target import CPU_EXPRS, fusible, kernel_module_source, prefer_kernel
+
+__all__ = ["Program", "KernelStep", "fold_constants_any_size"]
+
+log = logging.getLogger("functrace")
+
+_FOLD_LIMIT = 1 << 22      # elements; larger constant results stay equations
+
+
+def fold_constants_any_size(g: Graph) -> Graph:
+    """Evaluate, once at lowering time, every equation whose inputs are all literals (slices,
+    pads and arithmetic on constant basis matrices from ``jacfwd``, ...), however large: the
+    result becomes a literal the kernels read. (``passes.simplify`` folds only small ones,
+    to keep graphs printable; here the graph is about to run.)"""
+    from ..core import Eqn
+    env: dict = {}
+    eqns = []
+    changed = False
+    for e in g.eqns:
+        ins = tuple(env.get(a, a) if isinstance(a, Var) else a for a in e.inputs)
+        if (ins and all(isinstance(a, Lit) for a in ins) and not any(
+                isinstance(v, Graph) for v in e.params.values())
+                and all(o.aval.size <= _FOLD_LIMIT for o in e.outputs)):
+            try:
+                res = e.op.impl(*[a.val for a in ins], **e.params)
+            except Exception:
+                res = None
+            if res is not None:
+                res = res if e.op.multiple_results else (res,)
+                for o, r in zip(e.outputs, res):
+                    env[o] = Lit(np.asarray(r, dtype=o.aval.dtype).reshape(o.aval.shape))
+                changed = True
+                continue
+        if ins != e.inputs:
+            e = Eqn(e.op, ins, e.params, e.outputs, e.source)
+            changed = True
+        eqns.append(e)
+    if not changed:
+        return g
+    return Graph(g.inputs, eqns, [env.get(a, a) if isinstance(a, Var) else a
+                                  for a in g.outputs])
+
+
+#: contractions with at most this many multiply-adds become fused loops, not BLAS calls
+SMALL_DOT = 4096
+
+
+def small_dots_as_loops(g: Graph) -> Graph:
+    """Rewrite tiny ``dot_general``s (no batch axes, at most ``SMALL_DOT`` multiply-adds, float)
+    as ``reduce_sum(mul(broadcast x, broadcast y))`` over a loop shape *contracting axes
+    first*, then the free axes of x and y. numpy's matmul costs ~1 us of overhead even for a
+    16x16 matrix-vector product; as a loop the product fuses with its neighbours (the
+    accumulation of an outer product, the elementwise code around a matrix-vector product),
+    and the reduction takes the vectorised accumulate-into-output path. Larger contractions
+    stay BLAS calls."""
+    from .. import ops as _ops
+    from ..core import Eqn, Params
+    eqns = []
+    changed = False
+    for e in g.eqns:
+        rep = _small_dot(e, _ops, Eqn, Params) if e.op.name == "dot_general" else None
+        if rep is None:
+            eqns.append(e)
+            continue
+        eqns.extend(rep)
+        changed = True
+    return Graph(g.inputs, eqns, g.outputs) if changed else g
+
+
+def _small_dot(e, ops_mod, Eqn, Params):
+    (xc, yc), (xb, yb) = e.params["dimension_numbers"]
+    x, y = e.inputs
+    out = e.outputs[0]
+    dt = out.aval.dtype
+    if xb or yb or dt.kind != "f" or not out.aval.shape:
+        return None
+    xs, ys = x.aval.shape, y.aval.shape
+    xf = [d for d in range(len(xs)) if d not in xc]
+    yf = [d for d in range(len(ys)) if d not in yc]
+    cshape = [xs[d] for d in xc]
+    loop = tuple(cshape + [xs[d] for d in xf] + [ys[d] for d in yf])
+    macs = int(np.prod(loop, dtype=np.int64))
+    if macs > SMALL_DOT or macs == 0:
+        return None
+    nc = len(xc)
+    new: list = []
+
+    def bind(op, ins, params, aval):
+        v = Var(aval)
+        new.append(Eqn(op, ins, params, [v], e.source))
+        return v
+
+    def place(a, free, contract, free_pos):
+        """``a`` transposed to (contract..., free...) and broadcast to the loop shape."""
+        av = a.aval
+        perm = tuple(contract) + tuple(free)
+        if perm != tuple(range(len(perm))):
+            a = bind(ops_mod.transpose_p, [a], Params({"permutation": perm}),
+                     AVal(tuple(av.shape[d] for d in perm), av.dtype))
+        dims = tuple(range(nc)) + tuple(free_pos)
+        if a.aval.shape == loop and dims == tuple(range(len(loop))):
+            return a
+        return bind(ops_mod.broadcast_in_dim_p, [a],
+                    Params({"shape": loop, "broadcast_dimensions": dims}), AVal(loop, dt))
+
+    bx = place(x, xf, xc, range(nc, nc + len(xf)))
+    by = place(y, yf, yc, range(nc + len(xf), len(loop)))
+    if nc:
+        prod = bind(ops_mod.mul_p, [bx, by], Params({}), AVal(loop, dt))
+        new.append(Eqn(ops_mod.reduce_sum_p, [prod], Params({"axes": tuple(range(nc))}),
+                       [out], e.source))
+    else:
+        new.append(Eqn(ops_mod.mul_p, [bx, by], Params({}), [out], e.source))
+    return new
+
+
+class KernelStep:
+    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns")
+
+    def __init__(self, group, spec, binding, key, source):
+        self.group, self.spec, self.binding = group, spec, binding
+        self.key, self.source = key, source
+        self.n_eqns = len(group.eqns)
+
+
+class Program:
+    """A lowered graph: fusion plan, kernel sources, buffer plan, and the driver source.
+
+    Attributes:
+        graph: the graph.
+        plan: the ``FusionPlan``.
+        kernels: one ``KernelStep`` per group that became a kernel.
+        driver_source: the generated Python driver.
+        source: every kernel's module source, then the driver, as one readable text.
+    """
+
+    def __init__(self, graph: Graph, parallel: bool = False, donate: tuple = (),
+                 no_fuse: frozenset = frozenset()):
+        # deterministic rewrites, so equation indices are stable across re-plans
+        graph = small_dots_as_loops(fold_constants_any_size(graph))
+        self.graph = graph
+        self.parallel = parallel
+        self.donate = tuple(donate)
+        no_fuse = set(no_fuse)                      # equation indices kept out of kernels
+        index = {id(e): i for i, e in enumerate(graph.eqns)}
+
+        def can_fuse(e):
+            return index[id(e)] not in no_fuse and fusible(e)
+
+        # plan until every group can be expressed as a kernel (rare re-plans)
+        self.unsupported: list[tuple[str, str]] = []    # (ops, reason) of groups left out
+        for _ in range(8):
+            plan = plan_fusion(graph, can_fuse, prefer_kernel)
+            bad = []
+            kernels = {}
+            for s in plan.steps:
+                if isinstance(s, Group):
+                    try:
+                        spec, binding = build_spec(graph, s, CPU_EXPRS, plan.resolve)
+                    except Unsupported as exc:
+                        log.debug("group %d not fused: %s", s.id, exc)
+                        self.unsupported.append(
+                            (" ".join(graph.eqns[i].op.name for i in s.eqns), str(exc)))
+                        bad.extend(s.eqns)
+                        continue
+                    key, src = kernel_module_source(spec, parallel)
+                    kernels[s.id] = KernelStep(s, spec, binding, key, src)
+            if not bad:
+                break
+            no_fuse.update(bad)
+        self.no_fuse = frozenset(no_fuse)
+        self.plan = plan
+        self.kernels = kernels
+        self._build_driver()
+
+    # -- buffer plan + driver --------------------------------------------------------------
+    def _build_driver(self):
+        g = self.graph
+        steps = self.plan.steps
+        eqns = g.eqns
+        reads, writes = [], []
+        for s in steps:
+            if isinstance(s, Group):
+                ks = self.kernels[s.id]
+                reads.append([a for a, _ in ks.binding.operands if isinstance(a, Var)])
+                w = [v for v, _ in ks.binding.outputs]
+                if ks.binding.reduction is not None:
+                    w.append(ks.binding.reduction[0])
+                writes.append(w)
+            else:
+                e = eqns[s.eqn]
+                reads.append([a for a in e.inputs if isinstance(a, Var)])
+                writes.append(list(e.outputs))
+        # escaping values: graph outputs and whatever an op step may return a view of
+        escaping = {a for a in g.outputs if isinstance(a, Var)}
+        for s in reversed(steps):
+            if isinstance(s, OpStep):
+                e = eqns[s.eqn]
+                if not _fresh_result(e) and any(o in escaping for o in e.outputs):
+                    escaping.update(a for a in e.inputs if isinstance(a, Var))
+        kernel_out = set()
+        for w, s in zip(writes, steps):
+            if isinstance(s, Group):
+                kernel_out.update(w)
+            elif _dot_out_ok(eqns[s.eqn]):
+                kernel_out.update(w)
+
+        def poolable(v):
+            return v in kernel_out and v not in escaping
+
+        def nbytes(v):
+            return int(v.aval.size * v.aval.dtype.itemsize)
+
+        donated = [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)]
+
+        def inplace_ok(k, v):
+            s = steps[k]
+            if not isinstance(s, Group):
+                return False
+            ks = self.kernels[s.id]
+            return all(a is not v or (len(sp.axes) == ks.spec.ndim and
+                       sp.axes == tuple(range(ks.spec.ndim)))
+                       for (a, _), sp in zip(ks.binding.operands, ks.spec.operands))
+        self.buffers = plan_buffers(reads, writes, g.outputs, poolable, nbytes, donated,
+                                    inplace_ok)
+        self._emit_driver(reads, writes, escaping)
+
+    def _emit_driver(self, reads, writes, escaping):
+        g = self.graph
+        eqns = g.eqns
+        bp = self.buffers
+        ns: dict = {"np": np, "_own": numpy_ref._own, "_donor": _donor, "_c": _c}
+        names: dict[Var, str] = {}
+        lit_names: dict[int, str] = {}
+        n_const = [0]
+
+        def new_const(value):
+            cname = f"c{n_const[0]}"
+            n_const[0] += 1
+            ns[cname] = value
+            return cname
+
+        def nm(a):
+            if isinstance(a, Lit):
+                if id(a) not in lit_names:
+                    lit_names[id(a)] = new_const(a.val)
+                return lit_names[id(a)]
+            if a not in names:
+                names[a] = f"v{len(names)}"
+            return names[a]
+
+        in_names = [nm(v) for v in g.inputs]
+        hoist: dict[str, str] = {}
+
+        def hoisted(atom, expr):
+            """A transposed/reshaped view of a graph input or constant is made once per call
+            (where first needed) and reused by every contraction that reads it."""
+            if (isinstance(atom, Var) and atom not in g.inputs) or "." not in expr:
+                return expr
+            if expr not in hoist:
+                hoist[expr] = f"h{len(hoist)}"
+                body.append(f"{hoist[expr]} = {expr}")
+            return hoist[expr]
+        body: list[str] = []
+        self.pool_views: list[tuple[int, tuple, np.dtype, str]] = []   # (slot, shape, dtype)
+        view_index: dict[tuple, str] = {}
+
+        def pool_view(slot, shape, dtype):
+            k = (slot, tuple(shape), np.dtype(dtype).str)
+            if k not in view_index:
+                view_index[k] = f"b{len(self.pool_views)}"
+                self.pool_views.append((slot, tuple(shape), np.dtype(dtype)))
+            return view_index[k]
+
+        donor_names = {}
+        for i in self.donate:
+            if i < len(g.inputs):
+                v = g.inputs[i]
+                donor_names[i] = f"d{i}"
+                body.append(f"d{i} = _donor({in_names[i]}, {v.aval.size * v.aval.dtype.itemsize})")
+
+        def out_array(v, kshape):
+            """(line(s), kernel-view expr) for a value written by a kernel."""
+            dt = v.aval.dtype
+            name = nm(v)
+            if v in bp.slot_of:
+                slot = bp.slot_of[v]
+                kv = pool_view(slot, kshape, dt)
+                lv = pool_view(slot, v.aval.shape, dt)
+                return [f"{name} = {lv}"], kv
+            ctor = f"np.empty({tuple(kshape)!r}, np.{dt.name})"
+            if v in bp.donated_slot:
+                d = donor_names[bp.donated_slot[v]]
+                donated = f"{d}.view(np.{dt.name}).reshape({tuple(kshape)!r})"
+                ctor = f"({ctor} if {d} is None else {donated})"
+            if tuple(kshape) == v.aval.shape:
+                return [f"{name} = {ctor}"], name
+            return [f"{name}_k = {ctor}", f"{name} = {name}_k.reshape({v.aval.shape!r})"], \
+                f"{name}_k"
+
+        kernel_names = {}
+        for k, s in enumerate(self.plan.steps):
+            if isinstance(s, Group):
+                ks = self.kernels[s.id]
+                kn = kernel_names.setdefault(ks.key, f"K{len(kernel_names)}")
+                args = [str(n) for n in ks.binding.extents]
+                for atom, rshape in ks.binding.operands:
+                    shape = atom.aval.shape
+                    if isinstance(atom, Lit):   # a writeable C copy: the warmed-up layout
+                        args.append(new_const(np.array(atom.val.reshape(rshape), order="C")))
+                        continue
+                    expr = nm(atom)
+                    prod = self.plan.producer.get(atom)
+                    if isinstance(prod, OpStep) and not _c_result(eqns[prod.eqn]):
+                        # views (slices, broadcasts, LAPACK results) are made C-contiguous
+                        # and writeable, so every call hits the kernel compiled at warm-up
+                        expr = f"_c({expr})"
+                    if tuple(rshape) != shape:
+                        expr = f"{expr}.reshape({tuple(rshape)!r})"
+                    args.append(expr)
+                for v, kshape in ks.binding.outputs:
+                    lines, kv = out_array(v, kshape)
+                    body.extend(lines)
+                    args.append(kv)
+                if ks.binding.reduction is not None:
+                    v, kshape = ks.binding.reduction
+                    lines, kv = out_array(v, kshape)
+                    body.extend(lines)
+                    args.append(kv)
+                ops = " ".join(eqns[i].op.name for i in s.eqns)
+                body.append(f"{kn}({', '.join(args)})   # group {s.id}: {ops[:70]}")
+            else:
+                e = eqns[s.eqn]
+                fname = f"f{k}"
+                ns[fname] = e.op.impl
+                pname = ""
+                if e.params:
+                    ns[f"P{k}"] = dict(e.params)
+                    pname = f", **P{k}"
+                ins = ", ".join(nm(a) for a in e.inputs)
+                outs = ", ".join(nm(o) for o in e.outputs)
+                if e.op.multiple_results:
+                    outs += ","
+                in_exprs = [nm(a) for a in e.inputs]
+                if e.op.name == "dot_general":
+                    ((pa, sa), (pb, sb)), mn = _dot_dims(e)
+                    xa, ya = e.inputs
+                    ops_ = [hoisted(xa, _operand_expr(nm(xa), xa.aval, pa, sa)),
+                            hoisted(ya, _operand_expr(nm(ya), ya.aval, pb, sb))]
+                    v = e.outputs[0]
+                    out2 = None
+                    if v in bp.slot_of:
+                        out2 = pool_view(bp.slot_of[v], mn, v.aval.dtype)
+                    expr = _dot_expr(e, ops_, out2)
+                    if out2 is not None:
+                        body.append(f"{expr}   # dot_general")
+                        lv = pool_view(bp.slot_of[v], v.aval.shape, v.aval.dtype)
+                        body.append(f"{outs} = {lv}")
+                    else:
+                        body.append(f"{outs} = {expr}   # dot_general")
+                elif _view_expr(e, in_exprs) is not None:
+                    body.append(f"{outs} = {_view_expr(e, in_exprs)}   # {e.op.name}")
+                else:
+                    call = f"{ins}{pname}" if ins else pname[2:]
+                    body.append(f"{outs} = {fname}({call})   # {e.op.name}")
+            # drop values numpy allocated once their last use has passed
+            dead = [nm(v) for v in bp.frees_after[k] if v not in bp.slot_of and v in names
+                    and v not in g.inputs]
+            if dead:
+                body.append(f"del {', '.join(dead)}")
+        outs = []
+        for a in g.outputs:
+            if isinstance(a, Lit):
+                outs.append(f"_own({nm(a)})")
+            elif a in g.inputs:
+                outs.append(nm(a))
+            else:
+                producer = self.plan.producer.get(a)
+                outs.append(nm(a) if isinstance(producer, Group) else f"_own({nm(a)})")
+        head = [f"def driver(pool, {', '.join(in_names)}):" if in_names else "def driver(pool):"]
+        if self.pool_views:
+            head.append(f"    {', '.join(f'b{j}' for j in range(len(self.pool_views)))}"
+                        f"{',' if len(self.pool_views) == 1 else ''} = pool")
+        text = "\n".join(head + ["    " + line for line in body] +
+                         [f"    return [{', '.join(outs)}]"]) + "\n"
+        self.driver_source = text
+        self.kernel_names = kernel_names
+        self.namespace = ns
+
+    # -- public -----------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        parts = []
+        for ks in self.kernels.values():
+            parts.append(f"# ---- kernel ftk_{ks.key} (group {ks.group.id}, "
+                         f"{ks.n_eqns} equations, loop {ks.binding.extents}) ----\n"
+                         + ks.source)
+        parts.append("# ---- driver (K<n> are the kernels above, in order of first use) ----\n"
+                     + self.driver_source)
+        return "\n".join(parts)
+
+    def all_cached(self) -> bool:
+        """Whether numba has every kernel on disk already (no numba import)."""
+        from .numba_cpu import is_cached_on_disk  # sibling; lazy to avoid an import cycle
+        return all(is_cached_on_disk(ks.key) for ks in self.kernels.values())
+
+    def __repr__(self):
+        return (f"<Program: {len(self.plan.steps)} steps, {len(self.kernels)} kernels, "
+                f"pool {self.buffers.pool_bytes} bytes>")
+
+
+# impls that always return newly allocated arrays (never a view of an input)
+_FRESH = {"dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+          "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "cumsum", "cumprod", "sort",
+          "concatenate", "pad", "scatter", "iota", "cholesky", "triangular_solve", "solve",
+          "inv", "det", "slogdet", "eigh", "svd", "qr"}
+_MAY_ALIAS_EW = {"stop_gradient", "real", "imag", "convert_element_type", "integer_pow"}
+
+
+# op steps whose results are C-contiguous and writeable whenever their inputs are
+_C_RESULT = {"dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+             "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "concatenate", "pad",
+             "scatter"}
+
+
+def _c_result(e) -> bool:
+    if e.op.name in _C_RESULT:
+        return True
+    if e.op.name == "slice":   # a slice of a C array is C when only its first axis is cut
+        x = e.inputs[0].aval
+        p = e.params
+        cut = [i for i in range(x.ndim) if (p["start_indices"][i], p["limit_indices"][i],
+                                            p["strides"][i]) != (0, x.shape[i], 1)]
+        return not cut or (cut == [min(cut)] and p["strides"][cut[0]] == 1 and all(
+            x.shape[i] == 1 for i in range(cut[0])))
+    return e.op.elementwise and e.op.name not in _MAY_ALIAS_EW
+
+
+def _c(x):
+    """``x`` as a C-contiguous, writeable array (a copy only when it is not one already)."""
+    if x.flags.c_contiguous and x.flags.writeable:
+        return x
+    return np.array(x, order="C")
+
+
+def _fresh_result(e) -> bool:
+    """Whether an op step's outputs are new arrays, never views of its inputs."""
+    if e.op.elementwise:
+        return e.op.name not in _MAY_ALIAS_EW
+    return e.op.name in _FRESH
+
+
+def _donor(x, nbytes):
+    """A donated input's memory as flat bytes, when it is a writeable C-contiguous numpy
+    array (a donated view's memory is overwritten too: the caller gave it up)."""
+    if (type(x) is np.ndarray and x.flags.c_contiguous and x.flags.writeable
+            and x.nbytes == nbytes):
+        return x.reshape(-1).view(np.uint8)
+    return None
+
+
+def _dot_out_ok(e) -> bool:
+    """dot_general equations that the driver runs into a pooled output buffer."""
+    if e.op.name != "dot_general":
+        return False
+    dt = e.outputs[0].aval.dtype
+    return dt.kind in "fc" and e.inputs[0].aval.dtype == dt
+
+
+def _dot_dims(e):
+    """Plan-time layout of a dot_general as one (batched) matmul: the operand permutations,
+    the 3-d (or 2-d when there is no batch) operand shapes, and the result's matmul shape."""
+    (xc, yc), (xb, yb) = e.params["dimension_numbers"]
+    x, y = e.inputs[0].aval, e.inputs[1].aval
+    xf = tuple(d for d in range(x.ndim) if d not in xc and d not in xb)
+    yf = tuple(d for d in range(y.ndim) if d not in yc and d not in yb)
+
+    def size(shape, dims):
+        return int(np.prod([shape[d] for d in dims], dtype=np.int64))
+    B, M = size(x.shape, xb), size(x.shape, xf)
+    N, K = size(y.shape, yf), size(x.shape, xc)
+    lead = (B,) if xb else ()
+    pa, pb = tuple(xb) + xf + tuple(xc), tuple(yb) + tuple(yc) + yf
+    if not xb and (bool(xf) != bool(yf)):
+        # matrix-vector: keep the vector 1-d (no reshape, numpy picks gemv)
+        if not yf:
+            return ((pa, (M, K)), (pb, (K,))), (M,)
+        return ((pa, (K,)), (pb, (K, N))), (N,)
+    return ((pa, lead + (M, K)), (pb, lead + (K, N))), lead + (M, N)
+
+
+def _operand_expr(expr, aval, perm, shape):
+    if perm != tuple(range(aval.ndim)):
+        expr = f"{expr}.transpose({perm!r})"
+    if tuple(aval.shape[d] for d in perm) != tuple(shape):
+        expr = f"{expr}.reshape({tuple(shape)!r})"
+    return expr
+
+
+def _dot_expr(e, ops_, out) -> str:
+    """``np.matmul`` source for a dot_general whose operands ``ops_`` are already laid out
+    by ``_operand_expr`` (BLAS; transposes are views), writing into ``out`` when given."""
+    mn = _dot_dims(e)[1]
+    a, b = ops_
+    if out is not None:
+        return f"np.matmul({a}, {b}, out={out})"
+    expr = f"np.matmul({a}, {b})"
+    if tuple(mn) != e.outputs[0].aval.shape:
+        expr = f"{expr}.reshape({e.outputs[0].aval.shape!r})"
+    return expr
+
+
+def _view_expr(e, ins) -> str | None:
+    """Inline source for cheap view/shape ops (no function call, no kwargs)."""
+    name, p = e.op.name, e.params
+    x = e.inputs[0].aval if e.inputs else None
+    if name == "reshape":
+        return f"{ins[0]}.reshape({p['new_sizes']!r})"
+    if name == "transpose":
+        return f"{ins[0]}.transpose({p['permutation']!r})"
+    if name == "slice":
+        idx = ", ".join(f"{a}:{b}" + (f":{c}" if c != 1 else "")
+                        for a, b, c in zip(p["start_indices"], p["limit_indices"], p["strides"]))
+        return f"{ins[0]}[{idx}{',' if len(p['strides']) == 1 else ''}]"
+    if name == "broadcast_in_dim" and not isinstance(e.inputs[0], Lit):
+        expanded = [1] * len(p["shape"])
+        for i, d in enumerate(p["broadcast_dimensions"]):
+            expanded[d] = x.shape[i]
+        return f"np.broadcast_to({ins[0]}.reshape({tuple(expanded)!r}), {p['shape']!r})"
+    return None

@@ -1,0 +1,209 @@
+"""The CPU target's expression table and fusion rules, and the kernel module text.
+
+Owns ``CPU_EXPRS`` (op name -> scalar expression with numpy's exact semantics, computed with
+``vecmath`` polynomials for transcendental math), ``fusible`` and ``prefer_kernel`` (what the
+fusion pass may put in a CPU kernel), and ``kernel_module_source`` (the full, content-hashed
+text of a kernel module). Text only: never imports numba. Imports core (via codegen) only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+from .codegen import REDUCTION_KINDS, Unsupported, const_expr, dtype_ctor, render_cpu, spec_key
+
+__all__ = ["CPU_EXPRS", "VECMATH_OPS", "fusible", "prefer_kernel", "kernel_module_source",
+           "CODEGEN_VERSION"]
+
+#: ops computed with functrace.backends.vecmath (vectorisable polynomials: numba has no SVML)
+VECMATH_OPS = {"exp": "vexp", "exp2": "vexp2", "expm1": "vexpm1", "log": "vlog",
+               "log2": "vlog2", "log10": "vlog10", "log1p": "vlog1p", "sin": "vsin",
+               "cos": "vcos", "tan": "vtan", "tanh": "vtanh", "logistic": "vsigmoid"}
+
+
+def _typed_one(dt) -> str:
+    return const_expr(1, dt)
+
+
+def _ipow(args, params, in_dts, out_dt):
+    x, y = args[0], int(params["y"])
+    dt = np.dtype(out_dt)
+    if y == 0:
+        return _typed_one(dt)
+    if y == 1:
+        return x
+    if y == 2:
+        return f"({x} * {x})"
+    if dt.kind in "iu":
+        if y < 0:
+            raise Unsupported("negative integer power of integers")
+        if y <= 8:   # wrapping products, like numpy's integer power
+            return "(" + " * ".join([x] * y) + ")"
+        return f"np.power({x}, {const_expr(y, dt)})"
+    return f"np.power({x}, {const_expr(y, dt)})"
+
+
+def _fmod(args, params, in_dts, out_dt):
+    a, b = args
+    dt = np.dtype(in_dts[0])
+    if dt.kind == "f":
+        return f"np.fmod({a}, {b})"
+    if dt.kind == "u":
+        return f"np.remainder({a}, {b})"
+    # C's truncated remainder from numpy's floored one (x % 0 is 0 for integers)
+    r = f"np.remainder({a}, {b})"
+    return f"({r} if ({r} == 0) | (({r} < 0) == ({a} < 0)) else {r} - {b})"
+
+
+def _logic(op):
+    def f(args, params, in_dts, out_dt):
+        a = [x if np.dtype(d).kind == "b" else f"({x} != 0)" for x, d in zip(args, in_dts)]
+        if op == "not":
+            return f"(not {a[0]})"
+        if op == "xor":
+            return f"({a[0]} != {a[1]})"
+        return f"({a[0]} {op} {a[1]})"
+    return f
+
+
+def _convert(args, params, in_dts, out_dt):
+    dt = np.dtype(params["new_dtype"])
+    if dt.kind == "b":
+        return f"({args[0]} != 0)"
+    return f"{dtype_ctor(dt)}({args[0]})"
+
+
+def _float_helper(name, fallback):
+    def f(args, params, in_dts, out_dt):
+        dt = np.dtype(in_dts[0])
+        if dt.kind == "f":
+            return f"cs.{name}_f{dt.itemsize * 8}({args[0]}, {args[1]})"
+        return f"{fallback}({args[0]}, {args[1]})"
+    return f
+
+
+def _sign(args, params, in_dts, out_dt):
+    x = args[0]
+    dt = np.dtype(out_dt)
+    one, zero = const_expr(1, dt), const_expr(0, dt)
+    if dt.kind == "u":
+        return f"({one} if {x} > {zero} else {zero})"
+    if dt.kind == "b":
+        return x
+    if dt.kind == "i":
+        return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {zero}))"
+    # numpy: sign(+-0) = +0, sign(nan) = nan
+    nan_or_zero = f"({x} if {x} != {x} else {zero})"
+    return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {nan_or_zero}))"
+
+
+def _rsqrt(args, params, in_dts, out_dt):
+    return f"({_typed_one(out_dt)} / np.sqrt({args[0]}))"
+
+
+#: op name -> expression template for numba CPU kernels (numpy's semantics in every case:
+#: NaN propagation of maximum/minimum, float floor/ceil, numpy's remainder and power).
+#: Ops not listed use the ``kernel`` field of their declaration.
+CPU_EXPRS: dict = {
+    **{name: f"vm.{fn}({{0}})" for name, fn in VECMATH_OPS.items()},
+    "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+    "div": "({0} / {1})", "max": "np.maximum({0}, {1})", "min": "np.minimum({0}, {1})",
+    "floordiv": _float_helper("floordiv", "np.floor_divide"),
+    "rem": _float_helper("remainder", "np.remainder"),
+    "fmod": _fmod, "pow": "np.power({0}, {1})", "integer_pow": _ipow,
+    "sign": _sign, "round": "np.rint({0})", "floor": "np.floor({0})",
+    "ceil": "np.ceil({0})", "trunc": "np.trunc({0})", "sqrt": "np.sqrt({0})",
+    "rsqrt": _rsqrt, "cbrt": "np.cbrt({0})", "abs": "np.abs({0})",
+    "asin": "np.arcsin({0})", "acos": "np.arccos({0})", "atan": "np.arctan({0})",
+    "sinh": "np.sinh({0})", "cosh": "np.cosh({0})", "asinh": "np.arcsinh({0})",
+    "acosh": "np.arccosh({0})", "atanh": "np.arctanh({0})", "sinc": "np.sinc({0})",
+    "atan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
+    "copysign": "np.copysign({0}, {1})", "logaddexp": "np.logaddexp({0}, {1})",
+    "isnan": "np.isnan({0})", "isinf": "np.isinf({0})", "isfinite": "np.isfinite({0})",
+    "signbit": "np.signbit({0})",
+    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
+    "gt": "({0} > {1})", "ge": "({0} >= {1})",
+    "and": _logic("&"), "or": _logic("|"), "xor": _logic("xor"), "not": _logic("not"),
+    "select": "({1} if {0} else {2})",
+    "clip": "np.minimum(np.maximum({0}, {1}), {2})",
+    "convert_element_type": _convert, "stop_gradient": "{0}",
+}
+
+#: elementwise ops never fused on the CPU (complex parts: complex data is not fused at all)
+_NOT_FUSED = {"real", "imag", "conj"}
+_KINDS = "biuf"
+
+
+def _dtype_ok(dt: np.dtype) -> bool:
+    return dt.kind in _KINDS and not (dt.kind == "f" and dt.itemsize < 4)
+
+
+def fusible(e) -> bool:
+    """Whether the CPU target can put equation ``e`` in a kernel."""
+    op = e.op
+    if op.name in _NOT_FUSED:
+        return False
+    if not all(_dtype_ok(a.aval.dtype) for a in e.inputs) or \
+            not all(_dtype_ok(o.aval.dtype) for o in e.outputs):
+        return False
+    if op.elementwise:
+        return op.name in CPU_EXPRS or op.kernel is not None
+    kind = REDUCTION_KINDS.get(op.name)
+    if kind is None:
+        return False
+    x = e.inputs[0].aval
+    axes = tuple(e.params["axes"])
+    if not axes:
+        return False
+    if kind in ("sum", "prod") and x.dtype.kind == "b":
+        return False
+    if kind == "logsumexp":
+        return x.dtype.kind == "f" and axes == tuple(range(x.ndim - len(axes), x.ndim))
+    return True
+
+
+def prefer_kernel(e) -> bool:
+    """A group of this single equation still deserves a kernel (numpy is slower there)."""
+    return e.op.name in VECMATH_OPS or e.op.name == "logsumexp"
+
+
+
+# --------------------------------------------------------------------------------------------
+# kernel module text
+# --------------------------------------------------------------------------------------------
+
+CODEGEN_VERSION = "5"
+_JIT_FLAGS = ('cache=True, error_model="numpy", boundscheck=False, nogil=True, '
+              'fastmath={"contract", "nsz", "arcp"}')
+
+
+_vm_hash: str | None = None
+
+
+def _vecmath_hash() -> str:
+    """Hash of the helper modules kernels call (numba's cache does not track them)."""
+    global _vm_hash
+    if _vm_hash is None:
+        h = hashlib.sha256()
+        for name in ("vecmath.py", "cpu_scalar.py"):
+            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+            with open(path, "rb") as f:
+                h.update(f.read())
+        _vm_hash = h.hexdigest()[:16]
+    return _vm_hash
+
+
+def kernel_module_source(spec, parallel: bool = False) -> tuple[str, str]:
+    """(key, full module source) of the kernel for ``spec``."""
+    flags = _JIT_FLAGS + (", parallel=True" if parallel else "")
+    body = render_cpu(spec, "kernel", f"@numba.njit({flags})", parallel=parallel)
+    head = (f"# functrace kernel (numba CPU), codegen v{CODEGEN_VERSION}, "
+            f"vecmath {_vecmath_hash()}\n")
+    text = head + ("import numpy as np\nimport numba\n"
+                   "from functrace.backends import vecmath as vm\n"
+                   "from functrace.backends import cpu_scalar as cs\n\n\n") + body
+    key = spec_key(text)
+    return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)

@@ -1,0 +1,613 @@
+"""CUDA kernel templates: a ``KernelSpec`` -> the Python source of a ``numba.cuda.jit`` kernel.
+
+Owns the CUDA target's expression table (``CUDA_EXPRS``), what it fuses (``fusible``), and the
+three launch templates: an elementwise grid-stride loop, and two reduction templates (a
+block per output row with a shared-memory tree, and a thread per output with a serial loop),
+both able to split a long reduction into segments whose partial results a small *finish*
+kernel combines. Specs come from ``codegen.build_spec`` with this table, so the CUDA kernels
+have the same fusion groups, operands, index maps and expression bodies as the CPU kernels.
+This file generates text only: it never imports numba or cupy. Imports core and
+backends.codegen only.
+
+Semantics follow the reference interpreter (numpy): NaN propagation of maximum/minimum and of
+max/min reductions, numpy's signed-zero rule for maximum/minimum, a stable logistic, numpy's
+``logaddexp``. Transcendental functions are libdevice's (``math.exp`` in a CUDA kernel is
+``__nv_exp``/``__nv_expf``, within 1-2 ulp); every constant carries the operand's dtype, so
+float32 kernels never compute in float64 by accident. Float sums and products accumulate in
+float64 (like the CPU kernels); max/min in the operand's dtype.
+
+Layout of a reduction: the spec's loop axes split into *kept* axes (the output's, flattened to
+``k < nk``) and *reduced* axes (flattened to ``j < nr``). Each output's reduction range is cut
+into ``nseg`` segments; a unit of work is one (k, segment). ``block`` template: a block per
+unit, threads stride over the segment (coalesced when the innermost loop axis is reduced).
+``thread`` template: a thread per unit, adjacent threads on adjacent outputs (coalesced when
+the innermost axis is kept). With ``nseg == 1`` the kernel writes the result; otherwise it
+writes partials ``p0[k, s]`` (and ``p1`` for logsumexp: segment max, then the sum of
+``exp(v - max)``) and the finish kernel reduces them. Every (k, j) is visited exactly once, so
+a group's elementwise outputs are written by the same loop.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .codegen import REDUCTION_KINDS, KernelSpec, Reduction, Unsupported, const_expr, dtype_ctor
+
+__all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
+           "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
+
+CODEGEN_VERSION = "1"
+
+# --------------------------------------------------------------------------------------------
+# the expression table
+# --------------------------------------------------------------------------------------------
+
+#: unary ops that are one libdevice call
+_LIBDEVICE = {"exp": "exp", "expm1": "expm1", "log": "log", "log2": "log2", "log10": "log10",
+              "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+              "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+              "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sqrt": "sqrt",
+              # special functions (libdevice) for ops that declare them
+              "erf": "erf", "erfc": "erfc", "lgamma": "lgamma"}
+#: ops worth a kernel even alone (a lone cheap op runs as one cupy call: same speed, no compile)
+TRANSCENDENTAL = frozenset(_LIBDEVICE) | {"exp2", "rsqrt", "logistic", "pow", "atan2", "hypot",
+                                          "logaddexp"}
+
+
+def _c(value, dt) -> str:
+    return const_expr(value, dt)
+
+
+def _max(a: str, b: str) -> str:
+    # numpy.maximum: NaN in either operand wins; on ties (+-0) the second operand
+    return f"({a} if ({a} > {b} or {a} != {a}) else {b})"
+
+
+def _min(a: str, b: str) -> str:
+    return f"({a} if ({a} < {b} or {a} != {a}) else {b})"
+
+
+def _float_only(fn):
+    """Templates defined for float operands only (others stay unfused: cupy runs them)."""
+    def f(args, params, in_dts, out_dt):
+        if np.dtype(in_dts[0]).kind != "f":
+            raise Unsupported("float-only CUDA expression on non-float data")
+        return fn(args, params, in_dts, out_dt)
+    return f
+
+
+def _ipow(args, params, in_dts, out_dt):
+    x, y = args[0], int(params["y"])
+    dt = np.dtype(out_dt)
+    if y == 0:
+        return _c(1, dt)
+    if y == 1:
+        return x
+    if y == 2:
+        return f"({x} * {x})"
+    if dt.kind in "iu":
+        if 0 < y <= 8:       # wrapping products, like numpy's integer power
+            return "(" + " * ".join([x] * y) + ")"
+        raise Unsupported("integer power outside 0..8")
+    if y == -1:
+        return f"({_c(1, dt)} / {x})"
+    return f"math.pow({x}, {_c(y, dt)})"
+
+
+def _exp2(args, params, in_dts, out_dt):
+    return f"math.pow({_c(2, out_dt)}, {args[0]})"
+
+
+def _rsqrt(args, params, in_dts, out_dt):
+    return f"({_c(1, out_dt)} / math.sqrt({args[0]}))"
+
+
+def _logistic(args, params, in_dts, out_dt):
+    # the stable form of the numpy impl: exp(-|x|) never overflows
+    x, one = args[0], _c(1, out_dt)
+    return (f"({one} / ({one} + math.exp(-{x})) if {x} >= {_c(0, out_dt)} "
+            f"else math.exp({x}) / ({one} + math.exp({x})))")
+
+
+def _logaddexp(args, params, in_dts, out_dt):
+    # numpy's npy_logaddexp: equal arguments (incl. +-inf) give x + log(2)
+    x, y = args
+    d = f"({x} - {y})"
+    ln2 = _c(np.log(2.0), out_dt)
+    return (f"({x} + {ln2} if {x} == {y} else ({x} + math.log1p(math.exp(-{d})) if {d} > "
+            f"{_c(0, out_dt)} else ({y} + math.log1p(math.exp({d})) if {d} <= "
+            f"{_c(0, out_dt)} else {d})))")
+
+
+def _sign(args, params, in_dts, out_dt):
+    x = args[0]
+    dt = np.dtype(out_dt)
+    one, zero = _c(1, dt), _c(0, dt)
+    if dt.kind == "u":
+        return f"({one} if {x} > {zero} else {zero})"
+    if dt.kind == "b":
+        return x
+    if dt.kind == "i":
+        return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {zero}))"
+    # numpy: sign(+-0) = +0, sign(nan) = nan
+    return (f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else "
+            f"({x} if {x} != {x} else {zero})))")
+
+
+def _abs(args, params, in_dts, out_dt):
+    if np.dtype(in_dts[0]).kind == "b":
+        return args[0]
+    return f"abs({args[0]})"
+
+
+def _signbit(args, params, in_dts, out_dt):
+    return f"(math.copysign({_c(1, in_dts[0])}, {args[0]}) < {_c(0, in_dts[0])})"
+
+
+def _logic(op):
+    def f(args, params, in_dts, out_dt):
+        a = [x if np.dtype(d).kind == "b" else f"({x} != 0)" for x, d in zip(args, in_dts)]
+        if op == "not":
+            return f"(not {a[0]})"
+        if op == "xor":
+            return f"({a[0]} != {a[1]})"
+        return f"({a[0]} {op} {a[1]})"
+    return f
+
+
+def _convert(args, params, in_dts, out_dt):
+    dt = np.dtype(params["new_dtype"])
+    if dt.kind == "b":
+        return f"({args[0]} != 0)"
+    return f"{dtype_ctor(dt)}({args[0]})"
+
+
+def _maxmin(fn):
+    def f(args, params, in_dts, out_dt):
+        if np.dtype(in_dts[0]).kind == "f":
+            return fn(args[0], args[1])
+        return f"max({args[0]}, {args[1]})" if fn is _max else f"min({args[0]}, {args[1]})"
+    return f
+
+
+def _clip(args, params, in_dts, out_dt):
+    x, lo, hi = args
+    if np.dtype(in_dts[0]).kind == "f":
+        return _min(_max(x, lo), hi)
+    return f"min(max({x}, {lo}), {hi})"
+
+
+def _unary_math(fn):
+    return _float_only(lambda args, p, i, o: f"math.{fn}({args[0]})")
+
+
+def _binary_math(fn):
+    return _float_only(lambda args, p, i, o: f"math.{fn}({args[0]}, {args[1]})")
+
+
+def _float_binop(sym):
+    return _float_only(lambda args, p, i, o: f"({args[0]} {sym} {args[1]})")
+
+
+#: op name -> expression template for numba.cuda kernels. An op missing here is not fused on
+#: the GPU (cupy runs it through the op's numpy impl), whatever its ``kernel`` field says:
+#: those templates are Python/numba-CPU text (``np.*`` calls, untyped ``1.0`` constants that
+#: would silently make float32 kernels compute in float64).
+CUDA_EXPRS: dict = {
+    **{name: _unary_math(fn) for name, fn in _LIBDEVICE.items()},
+    "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+    "div": _float_binop("/"), "pow": _binary_math("pow"), "integer_pow": _ipow,
+    "exp2": _float_only(_exp2), "rsqrt": _float_only(_rsqrt),
+    "logistic": _float_only(_logistic), "logaddexp": _float_only(_logaddexp),
+    "atan2": _binary_math("atan2"), "hypot": _binary_math("hypot"),
+    "copysign": _binary_math("copysign"), "fmod": _binary_math("fmod"),
+    "max": _maxmin(_max), "min": _maxmin(_min), "clip": _clip,
+    "abs": _abs, "sign": _sign, "signbit": _float_only(_signbit),
+    "isnan": _float_only(lambda a, p, i, o: f"math.isnan({a[0]})"),
+    "isinf": _float_only(lambda a, p, i, o: f"math.isinf({a[0]})"),
+    "isfinite": _float_only(lambda a, p, i, o: f"math.isfinite({a[0]})"),
+    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
+    "gt": "({0} > {1})", "ge": "({0} >= {1})",
+    "and": _logic("&"), "or": _logic("|"), "xor": _logic("xor"), "not": _logic("not"),
+    "select": "({1} if {0} else {2})",
+    "convert_element_type": _convert, "stop_gradient": "{0}",
+}
+
+# integer arithmetic the GPU computes exactly like numpy (wrapping); bool arithmetic is left
+# to cupy (numpy's bool add is a logical or)
+_INT_OK = {"neg", "add", "sub", "mul", "integer_pow", "max", "min", "clip", "abs", "sign",
+           "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "not", "select",
+           "convert_element_type", "stop_gradient"}
+_BOOL_OK = {"eq", "ne", "and", "or", "xor", "not", "select", "convert_element_type",
+            "stop_gradient"}
+
+
+def _dtype_ok(dt: np.dtype) -> bool:
+    return dt.kind in "biu" or (dt.kind == "f" and dt.itemsize in (4, 8))
+
+
+def fusible(e) -> bool:
+    """Whether the CUDA target can put equation ``e`` in a kernel."""
+    op = e.op
+    if not all(_dtype_ok(a.aval.dtype) for a in e.inputs) or \
+            not all(_dtype_ok(o.aval.dtype) for o in e.outputs):
+        return False
+    if op.elementwise:
+        if op.name not in CUDA_EXPRS:
+            return False
+        kinds = {a.aval.dtype.kind for a in e.inputs[1 if op.name == "select" else 0:]}
+        if "b" in kinds and op.name not in _BOOL_OK:
+            return False
+        if kinds & set("iu") and op.name not in _INT_OK:
+            return False
+        return True
+    kind = REDUCTION_KINDS.get(op.name)
+    if kind is None:
+        return False
+    x = e.inputs[0].aval
+    if not tuple(e.params["axes"]):
+        return False
+    if kind in ("sum", "prod") and x.dtype.kind == "b":
+        return False
+    if kind == "logsumexp":
+        return x.dtype.kind == "f"
+    return True
+
+
+def prefer_kernel(e) -> bool:
+    """A group of this one equation still deserves a kernel (cupy would be slower or need
+    two passes)."""
+    return e.op.name in TRANSCENDENTAL or e.op.name == "logsumexp"
+
+
+# --------------------------------------------------------------------------------------------
+# templates
+# --------------------------------------------------------------------------------------------
+
+_NAME = re.compile(r"\b([xt]\d+)\b")
+
+
+class _W:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def __call__(self, depth: int, text: str):
+        self.lines.append("    " * depth + text)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _idx(axes) -> str:
+    return ", ".join(f"i{d}" for d in axes) if axes else "0"
+
+
+def _deps(spec: KernelSpec) -> dict[str, frozenset]:
+    """The loop axes each read (``x<k>``) and body value (``t<k>``) depends on."""
+    dep: dict[str, frozenset] = {f"x{k}": frozenset(o.axes)
+                                 for k, o in enumerate(spec.operands)}
+    for name, expr, _dt, _d in spec.body:
+        s: frozenset = frozenset()
+        for tok in _NAME.findall(expr):
+            s |= dep.get(tok, frozenset())
+        dep[name] = s
+    return dep
+
+
+def _lines(spec: KernelSpec) -> list[tuple[str, str]]:
+    """(name, statement) of every operand read and body line, reads first (body lines only
+    use earlier names)."""
+    out = [(f"x{k}", f"x{k} = a{k}[{_idx(o.axes)}]") for k, o in enumerate(spec.operands)]
+    out += [(name, f"{name} = {expr}") for name, expr, _dt, _d in spec.body]
+    return out
+
+
+def _emit_split(w: _W, spec: KernelSpec, deps, levels: list[frozenset], indents: list[int],
+                done: set):
+    """Emit each statement at the first level whose available axes cover its dependencies
+    (loop-invariant values are hoisted out of the loops)."""
+    stmts = _lines(spec)
+    for avail, ind in zip(levels, indents):
+        for name, st in stmts:
+            if name not in done and deps[name] <= avail:
+                w(ind, st)
+                done.add(name)
+
+
+def _decompose(w: _W, ind: int, var: str, axes: list[int]):
+    """Loop indices ``i<d>`` of ``axes`` (row-major, last fastest) from the flat ``var``."""
+    if not axes:
+        return
+    if len(axes) == 1:
+        w(ind, f"i{axes[0]} = {var}")
+        return
+    w(ind, f"q = {var}")
+    for d in reversed(axes[1:]):
+        w(ind, f"i{d} = q % n{d}")
+        w(ind, f"q = q // n{d}")
+    w(ind, f"i{axes[0]} = q")
+
+
+def _prod(axes) -> str:
+    return " * ".join(f"n{d}" for d in axes) if axes else "1"
+
+
+def _args(spec: KernelSpec, reduction: bool) -> list[str]:
+    args = [f"n{d}" for d in range(spec.ndim)]
+    if reduction:
+        args.append("nseg")
+    args += [f"a{k}" for k in range(len(spec.operands))]
+    args += [f"o{k}" for k in range(len(spec.outputs))]
+    if reduction:
+        args += ["r", "p0", "p1"]
+    return args
+
+
+def render_elementwise(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "") -> str:
+    """A grid-stride loop over the flattened loop nest: ``fn(n0.., a0.., o0..)``."""
+    assert spec.reduction is None
+    nd = spec.ndim
+    w = _W()
+    if decorator:
+        w(0, decorator)
+    w(0, f"def {fn_name}({', '.join(_args(spec, False))}):")
+    deps = _deps(spec)
+    done: set = set()
+    _emit_split(w, spec, deps, [frozenset()], [1], done)
+    w(1, f"total = {_prod(range(nd))}")
+    w(1, "for w in range(cuda.grid(1), total, cuda.gridsize(1)):")
+    _decompose(w, 2, "w", list(range(nd)))
+    _emit_split(w, spec, deps, [frozenset(range(nd))], [2], done)
+    full = _idx(range(nd))
+    for k, (name, _dt) in enumerate(spec.outputs):
+        w(2, f"o{k}[{full}] = {name}")
+    return w.text()
+
+
+# -- reductions -------------------------------------------------------------------------------
+
+def acc_dtype(red: Reduction) -> np.dtype:
+    """The accumulator dtype: float64 for float sums/products/logsumexp, 64-bit integers for
+    integer sums/products, the operand's dtype for max/min, bool for and/or."""
+    if red.kind in ("and", "or"):
+        return np.dtype(bool)
+    dt = red.in_dtype
+    if red.kind in ("sum", "prod", "logsumexp"):
+        if dt.kind == "f":
+            return np.dtype("float64")
+        if dt.kind == "u":
+            return np.dtype("uint64")
+        if dt.kind == "i":
+            return np.dtype("int64")
+        raise Unsupported(f"{red.kind} over {dt}")
+    return dt
+
+
+def _identity(kind: str, dt: np.dtype) -> str:
+    dt = np.dtype(dt)
+    if kind == "sum":
+        return _c(0, dt)
+    if kind == "prod":
+        return _c(1, dt)
+    if kind == "and":
+        return "True"
+    if kind == "or":
+        return "False"
+    if kind == "max":
+        if dt.kind == "f":
+            return _c(-np.inf, dt)
+        return "False" if dt.kind == "b" else _c(np.iinfo(dt).min, dt)
+    if kind == "min":
+        if dt.kind == "f":
+            return _c(np.inf, dt)
+        return "True" if dt.kind == "b" else _c(np.iinfo(dt).max, dt)
+    raise Unsupported(kind)
+
+
+def _combine(kind: str, a: str, b: str, dt: np.dtype) -> str:
+    dt = np.dtype(dt)
+    if kind == "sum":
+        return f"{a} + {b}"
+    if kind == "prod":
+        return f"{a} * {b}"
+    if kind == "and":
+        return f"{a} & {b}"
+    if kind == "or":
+        return f"{a} | {b}"
+    if kind == "max":
+        return _max(a, b) if dt.kind == "f" else f"max({a}, {b})"
+    if kind == "min":
+        return _min(a, b) if dt.kind == "f" else f"min({a}, {b})"
+    raise Unsupported(kind)
+
+
+def _cast(dt: np.dtype, expr: str) -> str:
+    dt = np.dtype(dt)
+    if dt.kind == "b":
+        return expr
+    return f"{dtype_ctor(dt)}({expr})"
+
+
+def _lse_shift(m: str, adt) -> str:
+    """The numpy impl's shift: the maximum where finite, else 0."""
+    return f"({m} if {m} - {m} == {_c(0, adt)} else {_c(0, adt)})"
+
+
+def _safe_log(x: str, adt) -> str:
+    """log of a sum of exponentials (>= 0 or NaN), with log(0) = -inf spelt out (Python's
+    math.log raises there, so the simulator needs it; on the GPU it is one select)."""
+    return (f"(math.log({x}) if {x} > {_c(0, adt)} else "
+            f"({_c(-np.inf, adt)} if {x} == {_c(0, adt)} else {x}))")
+
+
+def _block_tree(w: _W, ind: int, kind: str, adt, sm: str = "sm"):
+    """Shared-memory tree over the block (blockDim.x is a power of two); leaves the result
+    in ``total`` for every thread."""
+    w(ind, "cuda.syncthreads()")
+    w(ind, "h = nthr // 2")
+    w(ind, "while h > 0:")
+    w(ind + 1, "if tid < h:")
+    w(ind + 2, f"{sm}[tid] = {_combine(kind, f'{sm}[tid]', f'{sm}[tid + h]', adt)}")
+    w(ind + 1, "cuda.syncthreads()")
+    w(ind + 1, "h = h // 2")
+    w(ind, f"total = {sm}[0]")
+    w(ind, "cuda.syncthreads()")   # every thread has read sm[0] before it is reused
+
+
+def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str = "kernel",
+                     decorator: str = "") -> str:
+    """The source of a fused kernel closing with a reduction.
+
+    Signature: ``fn(n0.., nseg, a0.., o0.., r, p0, p1)``; ``r`` is the output flattened to
+    ``(nk,)``, ``p0``/``p1`` the ``(nk, nseg)`` partials (any small array when ``nseg == 1``).
+
+    Args:
+        strategy: ``"block"`` (a block per (output, segment), shared-memory tree over the
+            block; launch with ``block`` threads) or ``"thread"`` (a thread per (output,
+            segment)).
+        block: threads per block (a power of two; the size of the shared array).
+    """
+    red = spec.reduction
+    assert red is not None and strategy in ("block", "thread")
+    nd = spec.ndim
+    kept = [d for d in range(nd) if d not in red.axes]
+    rax = list(red.axes)
+    adt = acc_dtype(red)
+    actor = dtype_ctor(adt)
+    w = _W()
+    if decorator:
+        w(0, decorator)
+    w(0, f"def {fn_name}({', '.join(_args(spec, True))}):")
+    deps = _deps(spec)
+    done: set = set()
+    lse = red.kind == "logsumexp"
+    v = red.value
+    if red.kind in ("and", "or") and red.in_dtype.kind != "b":
+        vin = f"({v} != 0)"
+    elif adt != red.in_dtype:
+        vin = f"{actor}({v})"
+    else:
+        vin = v
+    blk = strategy == "block"
+    if blk:
+        w(1, f"sm = cuda.shared.array({block}, {dtype_ctor(adt)})")
+        w(1, "tid = cuda.threadIdx.x")
+        w(1, "nthr = cuda.blockDim.x")
+    w(1, f"nk = {_prod(kept)}")
+    w(1, f"nr = {_prod(rax)}")
+    w(1, "seg = (nr + nseg - 1) // nseg")
+    _emit_split(w, spec, deps, [frozenset()], [1], done)
+    if blk:
+        w(1, "for u in range(cuda.blockIdx.x, nk * nseg, cuda.gridDim.x):")
+        w(2, "k = u // nseg")
+        w(2, "s = u - k * nseg")
+    else:
+        w(1, "for u in range(cuda.grid(1), nk * nseg, cuda.gridsize(1)):")
+        w(2, "s = u // nk")
+        w(2, "k = u - s * nk")
+    _decompose(w, 2, "k", kept)
+    _emit_split(w, spec, deps, [frozenset(kept)], [2], done)
+    w(2, "j0 = s * seg")
+    w(2, "j1 = min(j0 + seg, nr)")
+    full = _idx(range(nd))
+
+    def body_loop(acc_update: str, write_outputs: bool):
+        rng = "range(j0 + tid, j1, nthr)" if blk else "range(j0, j1)"
+        w(2, f"for j in {rng}:")
+        _decompose(w, 3, "j", rax)
+        sub = set(done)
+        _emit_split(w, spec, deps, [frozenset(range(nd))], [3], sub)
+        if write_outputs:
+            for k, (name, _dt) in enumerate(spec.outputs):
+                w(3, f"o{k}[{full}] = {name}")
+        w(3, f"acc = {acc_update}")
+
+    if lse:
+        # pass 1: the maximum; pass 2: the sum of exp(v - shift); outputs written in pass 2
+        w(2, f"acc = {_c(-np.inf, adt)}")
+        body_loop(_max("acc", vin), False)
+        if blk:
+            w(2, "sm[tid] = acc")
+            _block_tree(w, 2, "max", adt)
+            w(2, "m = total")
+        else:
+            w(2, "m = acc")
+        w(2, f"shift = {_lse_shift('m', adt)}")
+        w(2, f"acc = {_c(0, adt)}")
+        body_loop(f"acc + math.exp({vin} - shift)", True)
+        if blk:
+            w(2, "sm[tid] = acc")
+            _block_tree(w, 2, "sum", adt)
+            w(2, "acc = total")
+        final = f"{_safe_log('acc', adt)} + shift"
+        b = _store_guard(w, blk)
+        w(b, "if nseg == 1:")
+        w(b + 1, f"r[k] = {_cast(red.dtype, final)}")
+        w(b, "else:")
+        w(b + 1, "p0[k, s] = m")
+        w(b + 1, "p1[k, s] = acc")
+        return w.text()
+    w(2, f"acc = {_identity(red.kind, adt)}")
+    body_loop(_combine(red.kind, "acc", vin, adt), True)
+    if blk:
+        w(2, "sm[tid] = acc")
+        _block_tree(w, 2, red.kind, adt)
+        w(2, "acc = total")
+    b = _store_guard(w, blk)
+    w(b, "if nseg == 1:")
+    w(b + 1, f"r[k] = {_cast(red.dtype, 'acc')}")
+    w(b, "else:")
+    w(b + 1, "p0[k, s] = acc")
+    return w.text()
+
+
+def _store_guard(w: _W, blk: bool) -> int:
+    """In the block template thread 0 stores the block's result; returns the indent."""
+    if blk:
+        w(2, "if tid == 0:")
+        return 3
+    return 2
+
+
+def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish",
+                  decorator: str = "") -> str:
+    """The kernel combining segment partials: ``fn(nk, nseg, p0, p1, r)``, a block per output
+    (launch with ``block`` threads)."""
+    adt = np.dtype(acc_dt)
+    w = _W()
+    if decorator:
+        w(0, decorator)
+    w(0, f"def {fn_name}(nk, nseg, p0, p1, r):")
+    w(1, f"sm = cuda.shared.array({block}, {dtype_ctor(adt)})")
+    w(1, "tid = cuda.threadIdx.x")
+    w(1, "nthr = cuda.blockDim.x")
+    w(1, "for k in range(cuda.blockIdx.x, nk, cuda.gridDim.x):")
+    if kind == "logsumexp":
+        zero = _c(0, adt)
+        w(2, f"acc = {_c(-np.inf, adt)}")
+        w(2, "for s in range(tid, nseg, nthr):")
+        w(3, f"acc = {_max('acc', 'p0[k, s]')}")
+        w(2, "sm[tid] = acc")
+        _block_tree(w, 2, "max", adt)
+        w(2, f"shift = {_lse_shift('total', adt)}")
+        w(2, f"acc = {zero}")
+        w(2, "for s in range(tid, nseg, nthr):")
+        w(3, "l = p1[k, s]")
+        # a segment of all -inf has l == 0 (its shift may be far from ours: skip, 0 * inf)
+        w(3, f"if l != {zero}:")
+        w(4, f"acc = acc + l * math.exp({_lse_shift('p0[k, s]', adt)} - shift)")
+        w(2, "sm[tid] = acc")
+        _block_tree(w, 2, "sum", adt)
+        final = f"{_safe_log('total', adt)} + shift"
+    else:
+        w(2, f"acc = {_identity(kind, adt)}")
+        w(2, "for s in range(tid, nseg, nthr):")
+        w(3, f"acc = {_combine(kind, 'acc', 'p0[k, s]', adt)}")
+        w(2, "sm[tid] = acc")
+        _block_tree(w, 2, kind, adt)
+        final = "total"
+    w(2, "if tid == 0:")
+    w(3, f"r[k] = {_cast(out_dt, final)}")
+    return w.text()

@@ -1,0 +1,289 @@
+"""The numba CPU executor: tiers, kernel loading, the disk cache, executables.
+
+Owns ``compile(graph, ...) -> Executable`` (cached per graph and options), ``lower`` (the plan
+and every generated source, without compiling), kernel loading and the on-disk kernel cache.
+Imports core and the sibling backends; never the API layer. **Importing this file does not
+import numba**: numba (~0.3 s) is imported the first time a kernel is actually loaded.
+
+Pipeline for one graph (see docs/executor.md), split over three files:
+
+1. ``cpu_driver.Program``: constants folded, ``passes.fusion.plan_fusion`` splits the graph
+   into kernel groups and single-op steps, ``codegen.build_spec`` and
+   ``cpu_target.kernel_module_source`` give each group the source of one ``@numba.njit``
+   function (its key is the hash of that source, so two graphs that share a group share its
+   kernel, in memory and on disk), ``passes.memory.plan_buffers`` assigns kernel outputs that
+   do not escape to slots of a buffer pool reused from call to call, and a straight-line
+   Python driver is generated for the whole graph.
+2. ``cpu_target``: the expression table (vecmath polynomials for transcendentals, numpy's
+   exact semantics elsewhere) and what may fuse.
+3. here: loading/compiling the kernels, the interpreter tier, calling the driver with a pool.
+
+Tiers: an ``Executable`` runs the reference interpreter until it is *hot* (``hot_after``
+calls, default 2, env ``FUNCTRACE_HOT``), then compiles; it compiles at once when asked
+(``eager``) or when all its kernels are already in the disk cache. A kernel that numba cannot
+compile is logged and its group runs on numpy instead.
+
+Disk cache: each kernel is written as a content-hashed module ``ftk_<key>.py`` (atomically:
+temp file + ``os.replace``) under ``$FUNCTRACE_CACHE_DIR`` (default
+``~/.cache/functrace/kernels``), registered in ``sys.modules`` and executed; ``cache=True``
+then lets numba keep the machine code next to it. The source embeds a hash of ``vecmath.py``
+and ``cpu_scalar.py`` so editing them invalidates dependent kernels.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from ..core import Graph
+from . import numpy_ref
+from .cpu_driver import KernelStep, Program
+from .cpu_target import CPU_EXPRS, fusible, prefer_kernel
+
+__all__ = ["compile", "lower", "Executable", "Program", "CPU_EXPRS", "fusible",
+           "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel",
+           "is_cached_on_disk"]
+
+log = logging.getLogger("functrace")
+
+# --------------------------------------------------------------------------------------------
+# kernel modules and the disk cache
+# --------------------------------------------------------------------------------------------
+
+def cache_dir() -> str:
+    """Where kernel modules live: ``$FUNCTRACE_CACHE_DIR`` or ``~/.cache/functrace/kernels``."""
+    d = os.environ.get("FUNCTRACE_CACHE_DIR")
+    if not d:
+        d = os.path.join(os.path.expanduser("~"), ".cache", "functrace", "kernels")
+    return d
+
+
+_kernels: dict[str, object] = {}     # key -> numba dispatcher (shared by every graph)
+_kernel_lock = threading.RLock()
+
+
+def _module_path(key: str) -> str:
+    return os.path.join(cache_dir(), f"ftk_{key}.py")
+
+
+def is_cached_on_disk(key: str) -> bool:
+    """Whether numba has machine code for this kernel on disk (no numba import)."""
+    if key in _kernels:
+        return True
+    d = os.path.join(cache_dir(), "__pycache__")
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return False
+    prefix = f"ftk_{key}.kernel"
+    return any(n.startswith(prefix) and n.endswith(".nbi") for n in names)
+
+
+def load_kernel(key: str, source: str):
+    """The numba dispatcher of a kernel: from memory, else import its module file (written
+    first if missing). Compilation itself happens on the first call (or from numba's cache)."""
+    k = _kernels.get(key)
+    if k is not None:
+        return k
+    with _kernel_lock:
+        k = _kernels.get(key)
+        if k is not None:
+            return k
+        path = _module_path(key)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        name = f"functrace_kernels.ftk_{key}"
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[name]
+                raise
+        k = _kernels[key] = mod.kernel
+        return k
+
+
+def clear_memory_caches() -> None:
+    """Forget compiled executables and in-memory kernels (disk cache untouched)."""
+    _exec_strong.clear()
+    _kernels.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# executables
+# --------------------------------------------------------------------------------------------
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("FUNCTRACE_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+class Executable:
+    """A graph bound to the CPU backend: interpreter tier first, compiled when hot.
+
+    Call with the graph's flat input arrays; returns the list of outputs.
+    """
+
+    def __init__(self, graph: Graph, *, parallel: bool = False, donate: tuple = (),
+                 eager: bool = False, hot_after: int | None = None):
+        self.graph = graph
+        self.parallel = parallel
+        self.donate = tuple(donate)
+        self.eager = eager
+        self.hot_after = hot_after if hot_after is not None else int(
+            os.environ.get("FUNCTRACE_HOT", "2"))
+        self.calls = 0
+        self._program: Program | None = None
+        self._driver = None
+        self._pools: list = []
+        self._lock = threading.Lock()
+        self.compile_seconds = 0.0
+        self.compile_failures: list[str] = []   # groups numba could not compile
+
+    # -- lowering and compiling ------------------------------------------------------------
+    def lower(self) -> Program:
+        if self._program is None:
+            self._program = Program(self.graph, self.parallel, self.donate)
+        return self._program
+
+    @property
+    def compiled(self) -> bool:
+        return self._driver is not None
+
+    def compile(self) -> Executable:
+        """Load (or compile) every kernel and build the driver; idempotent."""
+        if self._driver is not None:
+            return self
+        with self._lock:
+            if self._driver is not None:
+                return self
+            t0 = time.perf_counter()
+            prog = self.lower()
+            dbg = _debug_level()
+            if dbg >= 1:
+                print(f"functrace: compiling graph for the CPU\n{self.graph}", file=sys.stderr)
+            for attempt in range(5):
+                failed = []
+                for ks in prog.kernels.values():
+                    try:
+                        fn = load_kernel(ks.key, ks.source)
+                        _warm_up(fn, ks)
+                    except Exception as exc:   # numba typing errors etc.: numpy runs the group
+                        log.warning("functrace: kernel for group %d (%s) failed to compile, "
+                                    "running it with numpy: %s", ks.group.id,
+                                    " ".join(prog.graph.eqns[i].op.name
+                                             for i in ks.group.eqns), str(exc)[:500])
+                        failed.extend(ks.group.eqns)
+                        self.compile_failures.append(str(exc))
+                        continue
+                    prog.namespace[prog.kernel_names[ks.key]] = fn
+                if not failed:
+                    break
+                # re-plan without the failed equations (the last resort fuses nothing)
+                no_fuse = prog.no_fuse | frozenset(failed)
+                if attempt == 3:
+                    no_fuse = frozenset(range(len(prog.graph.eqns)))
+                prog = self._program = Program(self.graph, self.parallel, self.donate,
+                                               no_fuse)
+            if dbg >= 2:
+                print(prog.source, file=sys.stderr)
+            ns = dict(prog.namespace)
+            exec(compile_source(prog.driver_source), ns)
+            self._driver = ns["driver"]
+            self.compile_seconds = time.perf_counter() - t0
+            log.info("functrace: compiled %d kernels, %d steps in %.3f s", len(prog.kernels),
+                     len(prog.plan.steps), self.compile_seconds)
+        return self
+
+    def _new_pool(self):
+        prog = self._program
+        storage = [np.empty(max(n, 1), np.uint8) for n in prog.buffers.sizes]
+        views = []
+        for slot, shape, dt in prog.pool_views:
+            n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            views.append(storage[slot][:n].view(dt).reshape(shape))
+        return views
+
+    # -- calling -----------------------------------------------------------------------------
+    def __call__(self, *args):
+        driver = self._driver
+        if driver is None:
+            self.calls += 1
+            if self.eager or self.calls >= self.hot_after or (
+                    self.calls == 1 and self.lower().all_cached()):
+                self.compile()
+                driver = self._driver
+            else:
+                return numpy_ref.run(self.graph, args)
+        args = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
+        pools = self._pools
+        try:
+            pool = pools.pop()
+        except IndexError:
+            pool = self._new_pool()
+        try:
+            return driver(pool, *args)
+        finally:
+            pools.append(pool)
+
+    def release_buffers(self) -> None:
+        """Free the pooled intermediate buffers (they are re-made by the next call)."""
+        self._pools.clear()
+
+
+def compile_source(text: str):
+    return builtins.compile(text, "<functrace driver>", "exec")
+
+
+def _warm_up(fn, ks: KernelStep) -> None:
+    """Compile the C-contiguous specialisation now (extents 1, one-element arrays)."""
+    spec = ks.spec
+    args = [1] * spec.ndim
+    for op in spec.operands:
+        args.append(np.ones((1,) * max(len(op.axes), 1), op.dtype))
+    for _, dt in spec.outputs:
+        args.append(np.zeros((1,) * max(spec.ndim, 1), dt))
+    if spec.reduction is not None:
+        keep = spec.ndim - len(spec.reduction.axes)
+        args.append(np.zeros((1,) * max(keep, 1), spec.reduction.dtype))
+    fn(*args)
+
+
+_exec_strong: dict = {}
+
+
+def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: bool = False,
+            hot_after: int | None = None) -> Executable:
+    """The cached Executable of ``graph`` (equal graphs share one)."""
+    key = (graph, parallel, tuple(donate), eager, hot_after)
+    ex = _exec_strong.get(key)
+    if ex is None:
+        ex = Executable(graph, parallel=parallel, donate=donate, eager=eager,
+                        hot_after=hot_after)
+        if len(_exec_strong) > 512:
+            _exec_strong.clear()
+        _exec_strong[key] = ex
+    return ex
+
+
+def lower(graph: Graph, *, parallel: bool = False, donate: tuple = ()) -> Program:
+    """The lowered program of ``graph``: plan and sources, nothing compiled."""
+    return compile(graph, parallel=parallel, donate=donate).lower()

@@ -1,0 +1,773 @@
+"""The CUDA executor: the CPU executor's fusion plan, run as numba.cuda kernels on cupy arrays.
+
+Owns ``compile(graph, ...) -> Executable`` (cached per graph and options), ``lower`` (plan,
+launch configuration and every generated source, without numba or a GPU), the launch
+configuration, the compiled steps, and the CUDA kernel module cache. It reaches the device
+only through an adapter of ``cuda_device`` (``CupyArrays`` on a GPU; ``HostArrays``, a numpy
+stand-in, under numba's CUDA simulator), which it re-exports with the availability check.
+Imports core, passes and sibling backends; never the API layer. **Importing this file imports
+neither numba nor cupy**: they are imported when a graph first runs on the device.
+
+Pipeline for one graph (the CPU executor's, target by target):
+
+1. ``passes.fusion.plan_fusion`` with the CUDA target's ``fusible`` splits the graph into
+   kernel groups and single-op steps (the same planner, so the same groups as on the CPU
+   wherever both targets fuse the same ops).
+2. ``codegen.build_spec`` with ``cuda_codegen.CUDA_EXPRS`` turns each group into a
+   ``KernelSpec`` (the same operands, index maps and bodies as the CPU kernel); the launch
+   configuration is chosen from the loop extents and the device's SM count, and
+   ``cuda_codegen`` renders a ``@cuda.jit`` kernel (grid-stride elementwise loop, or a block /
+   thread reduction template, plus a finish kernel when a reduction is split in segments).
+3. ``passes.memory.plan_buffers`` places kernel outputs that do not escape in a device buffer
+   pool reused from call to call (stream-ordered reuse is safe: every step of a call site runs
+   on the call site's stream).
+4. Single-op steps run the op's numpy impl *with cupy arrays* (numpy dispatches to cupy
+   through ``__array_function__``/``__array_ufunc__``): contractions become cuBLAS calls,
+   reductions CUB, linalg cuSOLVER. An impl cupy cannot run (it converts to numpy) runs on the
+   host, logged once per op.
+
+Streams: each Executable (a call site) owns one stream; its kernels and cupy calls are
+enqueued there and the call returns without synchronising the host. The stream waits for the
+caller's current stream at entry and the caller's stream waits for it at exit (CUDA events; no
+events are needed when the caller is on the legacy default stream, which orders itself with
+our blocking stream). Kernels receive arrays as numba device arrays made from
+``__cuda_array_interface__`` with ``sync=False`` (numba would otherwise synchronise the host on
+every argument).
+
+Tiers, as on the CPU: the first ``hot_after - 1`` calls run the reference interpreter with
+cupy as its array module (no compile); then kernels compile (``eager=True``: at once). A kernel
+that fails to compile is logged and its group runs as single ops instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from ..core import Graph, Lit, Var
+from ..passes.fusion import Group, OpStep, plan_fusion
+from ..passes.memory import plan_buffers
+from . import cuda_codegen as cg
+from .codegen import Unsupported, build_spec, spec_key
+from .cuda_device import (
+    CupyArrays,
+    HostArrays,
+    SimMath,
+    check_available,
+    default_arrays,
+    simulator_enabled,
+    unavailable_reason,
+)
+
+__all__ = ["compile", "lower", "Executable", "Program", "LaunchConfig", "HostArrays",
+           "CupyArrays", "default_arrays", "simulator_enabled", "check_available",
+           "unavailable_reason", "clear_memory_caches"]
+
+log = logging.getLogger("functrace")
+
+
+# --------------------------------------------------------------------------------------------
+# launch configuration
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """How groups are launched (plan-time, shape-specific).
+
+    Attributes:
+        threads: threads per block (a power of two; the shared array of reductions).
+        sm_count: multiprocessors (None: ask the device; 132 when lowering without one).
+        blocks_per_sm: grid-stride loops launch at most ``sm_count * blocks_per_sm`` blocks.
+        block_reduce_min: the block template needs at least this many elements per output
+            (and the innermost loop axis reduced); otherwise the thread template runs.
+        segment_min, thread_segment_min: a reduction is split into segments of no fewer
+            elements than this (block template, thread template).
+        strategy, nseg: force the reduction template / segment count (tests).
+    """
+
+    threads: int = 256
+    sm_count: int | None = None
+    blocks_per_sm: int = 32
+    block_reduce_min: int = 64
+    segment_min: int = 4096
+    thread_segment_min: int = 64
+    strategy: str | None = None
+    nseg: int | None = None
+
+    def __post_init__(self):
+        if self.threads < 1 or self.threads & (self.threads - 1):
+            raise ValueError(f"threads per block must be a power of two, got {self.threads}")
+
+
+#: the simulator runs every CUDA thread as a Python thread: small blocks, few of them
+SIM_CONFIG = LaunchConfig(threads=16, sm_count=2, blocks_per_sm=2, block_reduce_min=8,
+                          segment_min=64, thread_segment_min=4)
+
+
+@dataclasses.dataclass
+class Launch:
+    strategy: str          # "elementwise" | "block" | "thread"
+    grid: int
+    block: int
+    nseg: int = 1
+    nk: int = 1
+    finish_grid: int = 1
+
+
+def choose_launch(spec, extents, cfg: LaunchConfig, sm: int) -> Launch:
+    """The template and grid for a kernel over ``extents``."""
+    t = cfg.threads
+    max_blocks = max(1, sm * cfg.blocks_per_sm)
+    red = spec.reduction
+    if red is None:
+        n = math.prod(extents)
+        return Launch("elementwise", min(max(1, -(-n // t)), max_blocks), t)
+    nd = spec.ndim
+    nk = math.prod(extents[d] for d in range(nd) if d not in red.axes)
+    nr = math.prod(extents[d] for d in red.axes)
+    inner_reduced = (nd - 1) in red.axes
+    strategy = cfg.strategy or ("block" if inner_reduced and nr >= cfg.block_reduce_min
+                                else "thread")
+    if strategy == "block":
+        want = sm * 4                          # blocks that fill the machine
+        nseg = 1 if nk >= want else max(1, min(-(-want // nk), nr // cfg.segment_min))
+    else:
+        want = sm * 1024                       # threads that fill the machine
+        nseg = 1 if nk * 4 >= want else max(1, min(-(-want // nk),
+                                                   nr // cfg.thread_segment_min))
+    if cfg.nseg is not None:
+        nseg = max(1, min(cfg.nseg, nr))
+    units = nk * nseg
+    grid = min(units if strategy == "block" else -(-units // t), max_blocks)
+    return Launch(strategy, max(1, grid), t, nseg, nk, min(max(1, nk), max_blocks))
+
+
+# --------------------------------------------------------------------------------------------
+# kernel modules and their disk cache
+# --------------------------------------------------------------------------------------------
+
+_HEAD = ("# functrace kernel (numba CUDA), codegen v{v}\n"
+         "import math\n\nimport numpy as np\nfrom numba import cuda\n\n\n")
+_DECORATOR = "@cuda.jit(cache=True)"
+
+
+def module_source(body: str) -> tuple[str, str]:
+    """(key, full module source) of a kernel module."""
+    text = _HEAD.format(v=cg.CODEGEN_VERSION) + body
+    key = spec_key(text)
+    return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)
+
+
+def cache_dir() -> str:
+    d = os.environ.get("FUNCTRACE_CACHE_DIR")
+    if not d:
+        d = os.path.join(os.path.expanduser("~"), ".cache", "functrace", "kernels")
+    return d
+
+
+_modules: dict[str, object] = {}
+_module_lock = threading.RLock()
+
+
+def load_module(key: str, source: str):
+    """The imported kernel module (written as ``ftc_<key>.py`` first if missing): a file, so
+    numba-cuda's ``cache=True`` can keep the compiled code next to it."""
+    mod = _modules.get(key)
+    if mod is not None:
+        return mod
+    with _module_lock:
+        mod = _modules.get(key)
+        if mod is not None:
+            return mod
+        path = os.path.join(cache_dir(), f"ftc_{key}.py")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        name = f"functrace_cuda_kernels.ftc_{key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        if simulator_enabled():
+            mod.math = SimMath
+        _modules[key] = mod
+        return mod
+
+
+# --------------------------------------------------------------------------------------------
+# lowering: plan + launch configuration + sources (no numba, no GPU)
+# --------------------------------------------------------------------------------------------
+
+class KernelStep:
+    __slots__ = ("group", "spec", "binding", "launch", "key", "source", "finish_key",
+                 "finish_source", "acc")
+
+    def __init__(self, group, spec, binding, launch, cfg):
+        self.group, self.spec, self.binding, self.launch = group, spec, binding, launch
+        red = spec.reduction
+        if red is None:
+            body = cg.render_elementwise(spec, "kernel", _DECORATOR)
+            self.acc = None
+        else:
+            body = cg.render_reduction(spec, launch.strategy, cfg.threads, "kernel", _DECORATOR)
+            self.acc = cg.acc_dtype(red)
+        self.key, self.source = module_source(body)
+        self.finish_key = self.finish_source = None
+        if red is not None and launch.nseg > 1:
+            self.finish_key, self.finish_source = module_source(cg.render_finish(
+                red.kind, self.acc, red.dtype, cfg.threads, "finish", _DECORATOR))
+
+
+# impls that always return newly allocated arrays (never a view of an input); any other op's
+# result may alias its inputs (gather of a slice, reshape, ...), so those inputs escape too
+_FRESH = frozenset({
+    "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+    "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "cumsum", "cumprod", "sort",
+    "concatenate", "pad", "scatter", "iota", "cholesky", "triangular_solve", "solve", "inv",
+    "det", "slogdet", "eigh", "svd", "qr"})
+
+
+def _fresh_result(e) -> bool:
+    """Whether an op step's outputs are new arrays, never views of its inputs."""
+    if e.op.elementwise:
+        return e.op.name not in ("stop_gradient", "real", "imag", "convert_element_type",
+                                 "integer_pow")
+    return e.op.name in _FRESH
+
+
+class Program:
+    """A graph lowered for the GPU: fusion plan, launches, kernel sources, buffer plan.
+
+    Attributes:
+        graph, plan: the graph and its ``FusionPlan``.
+        kernels: group id -> ``KernelStep``.
+        buffers: the ``BufferPlan`` of the device pool.
+        source: every kernel module, then a listing of the steps.
+    """
+
+    def __init__(self, graph: Graph, cfg: LaunchConfig, sm: int, donate: tuple = (),
+                 no_fuse: frozenset = frozenset()):
+        self.graph, self.cfg, self.sm = graph, cfg, sm
+        self.donate = tuple(donate)
+        no_fuse = set(no_fuse)
+        self.unsupported: list[tuple[str, str]] = []
+        for _ in range(8):
+            plan = plan_fusion(graph, lambda e: id(e) not in no_fuse and cg.fusible(e),
+                               cg.prefer_kernel)
+            bad, kernels = [], {}
+            for s in plan.steps:
+                if not isinstance(s, Group):
+                    continue
+                try:
+                    spec, binding = build_spec(graph, s, cg.CUDA_EXPRS, plan.resolve)
+                except Unsupported as exc:
+                    self.unsupported.append(
+                        (" ".join(graph.eqns[i].op.name for i in s.eqns), str(exc)))
+                    bad.extend(id(graph.eqns[i]) for i in s.eqns)
+                    continue
+                launch = choose_launch(spec, binding.extents, cfg, sm)
+                kernels[s.id] = KernelStep(s, spec, binding, launch, cfg)
+            if not bad:
+                break
+            no_fuse.update(bad)
+        self.no_fuse = frozenset(no_fuse)
+        self.plan, self.kernels = plan, kernels
+        self._plan_buffers()
+
+    def _plan_buffers(self):
+        g, steps, eqns = self.graph, self.plan.steps, self.graph.eqns
+        reads, writes = [], []
+        for s in steps:
+            if isinstance(s, Group):
+                ks = self.kernels[s.id]
+                reads.append([a for a, _ in ks.binding.operands if isinstance(a, Var)])
+                w = [v for v, _ in ks.binding.outputs]
+                if ks.binding.reduction is not None:
+                    w.append(ks.binding.reduction[0])
+                writes.append(w)
+            else:
+                e = eqns[s.eqn]
+                reads.append([a for a in e.inputs if isinstance(a, Var)])
+                writes.append(list(e.outputs))
+        escaping = {a for a in g.outputs if isinstance(a, Var)}
+        for s in reversed(steps):
+            if isinstance(s, OpStep):
+                e = eqns[s.eqn]
+                if not _fresh_result(e) and any(o in escaping for o in e.outputs):
+                    escaping.update(a for a in e.inputs if isinstance(a, Var))
+        kernel_out = {v for w, s in zip(writes, steps) if isinstance(s, Group) for v in w}
+
+        def inplace_ok(k, v):
+            s = steps[k]
+            if not isinstance(s, Group):
+                return False
+            ks = self.kernels[s.id]
+            nd = ks.spec.ndim
+            return all(a is not v or sp.axes == tuple(range(nd))
+                       for (a, _), sp in zip(ks.binding.operands, ks.spec.operands))
+
+        self.buffers = plan_buffers(
+            reads, writes, g.outputs, lambda v: v in kernel_out and v not in escaping,
+            lambda v: int(v.aval.size * v.aval.dtype.itemsize),
+            [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)], inplace_ok)
+
+    @property
+    def source(self) -> str:
+        parts = []
+        seen = set()
+        for ks in self.kernels.values():
+            la = ks.launch
+            parts.append(f"# ---- kernel ftc_{ks.key} (group {ks.group.id}, "
+                         f"{len(ks.group.eqns)} equations, loop {ks.binding.extents}, "
+                         f"{la.strategy}, grid {la.grid} x {la.block}"
+                         f"{f', {la.nseg} segments' if la.nseg > 1 else ''}) ----\n"
+                         + ks.source)
+            if ks.finish_key and ks.finish_key not in seen:
+                seen.add(ks.finish_key)
+                parts.append(f"# ---- finish ftc_{ks.finish_key} ----\n" + ks.finish_source)
+        lines = []
+        for s in self.plan.steps:
+            if isinstance(s, Group):
+                lines.append(f"# kernel ftc_{self.kernels[s.id].key}  (group {s.id})")
+            else:
+                lines.append(f"# {self.graph.eqns[s.eqn].op.name}  (cupy)")
+        parts.append("# ---- steps ----\n" + "\n".join(lines) + "\n")
+        return "\n".join(parts)
+
+    def __repr__(self):
+        return (f"<cuda Program: {len(self.plan.steps)} steps, {len(self.kernels)} kernels, "
+                f"pool {self.buffers.pool_bytes} bytes>")
+
+
+# --------------------------------------------------------------------------------------------
+# executables
+# --------------------------------------------------------------------------------------------
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("FUNCTRACE_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+class Executable:
+    """A graph bound to the CUDA backend. Call with the graph's flat inputs (device arrays;
+    host arrays are copied to the device); returns the list of outputs, on the device."""
+
+    def __init__(self, graph: Graph, *, donate: tuple = (), eager: bool = False,
+                 hot_after: int | None = None, arrays=None, config: LaunchConfig | None = None):
+        self.graph = graph
+        self.donate = tuple(donate)
+        self.eager = eager
+        self.hot_after = hot_after if hot_after is not None else int(
+            os.environ.get("FUNCTRACE_HOT", "2"))
+        self.calls = 0
+        self._arrays = arrays
+        self._config = config
+        self._program: Program | None = None
+        self._steps = None
+        self._stream = None
+        self._pools: list = []
+        self._consts: dict = {}
+        self._lock = threading.Lock()
+        self.compile_seconds = 0.0
+        self.compile_failures: list[str] = []
+
+    # -- configuration ------------------------------------------------------------------------
+    @property
+    def arrays(self):
+        if self._arrays is None:
+            self._arrays = default_arrays()
+        return self._arrays
+
+    def _cfg_sm(self, need_device: bool) -> tuple[LaunchConfig, int]:
+        cfg = self._config
+        if cfg is None:
+            cfg = SIM_CONFIG if (self._arrays is not None and self._arrays.simulated) or \
+                (self._arrays is None and simulator_enabled()) else LaunchConfig()
+        sm = cfg.sm_count
+        if sm is None:
+            sm = self.arrays.sm_count() if need_device else 132
+        return cfg, sm
+
+    def lower(self) -> Program:
+        if self._program is None:
+            cfg, sm = self._cfg_sm(need_device=self._arrays is not None)
+            self._program = Program(self.graph, cfg, sm, self.donate)
+        return self._program
+
+    @property
+    def compiled(self) -> bool:
+        return self._steps is not None
+
+    # -- compiling ----------------------------------------------------------------------------
+    def compile(self) -> Executable:
+        """Load every kernel, compile it (a one-element warm-up launch) and build the steps;
+        groups whose kernel fails run as single ops instead. Idempotent."""
+        if self._steps is not None:
+            return self
+        with self._lock:
+            if self._steps is not None:
+                return self
+            ar = self.arrays
+            t0 = time.perf_counter()
+            cfg, sm = self._cfg_sm(need_device=True)
+            if self._program is not None and self._program.sm != sm:
+                self._program = None          # lowered without the device: redo with its SMs
+            if self._program is None:
+                self._program = Program(self.graph, cfg, sm, self.donate)
+            prog = self._program
+            if self._stream is None:
+                self._stream = ar.new_stream()
+            dbg = _debug_level()
+            if dbg >= 1:
+                print(f"functrace: compiling graph for CUDA\n{self.graph}", file=sys.stderr)
+            for _ in range(4):
+                failed = []
+                for ks in prog.kernels.values():
+                    try:
+                        self._warm_up(ks)
+                    except Exception as exc:   # typing/compile errors
+                        names = " ".join(self.graph.eqns[i].op.name for i in ks.group.eqns)
+                        log.warning("functrace: CUDA kernel for group %d (%s) failed, running "
+                                    "it as single ops: %s", ks.group.id, names, str(exc)[:500])
+                        failed.extend(id(self.graph.eqns[i]) for i in ks.group.eqns)
+                        self.compile_failures.append(str(exc))
+                if not failed:
+                    break
+                prog = self._program = Program(self.graph, prog.cfg, prog.sm, self.donate,
+                                               prog.no_fuse | frozenset(failed))
+            if dbg >= 2:
+                print(prog.source, file=sys.stderr)
+            self._steps = self._build_steps(prog)
+            self.compile_seconds = time.perf_counter() - t0
+            log.info("functrace: CUDA: %d kernels, %d steps in %.3f s", len(prog.kernels),
+                     len(prog.plan.steps), self.compile_seconds)
+        return self
+
+    def _warm_up(self, ks: KernelStep) -> None:
+        """Compile the C-contiguous specialisation now (extents 1, one-element arrays, one
+        thread: the templates work with any power-of-two block up to the shared array)."""
+        ar = self.arrays
+        spec = ks.spec
+        kernel = load_module(ks.key, ks.source).kernel
+        args: list = [1] * spec.ndim
+        red = spec.reduction
+        if red is not None:
+            args.append(1)
+        for op in spec.operands:
+            args.append(ar.kernel_arg(ar.zeros((1,) * max(len(op.axes), 1), op.dtype)))
+        for _, dt in spec.outputs:
+            args.append(ar.kernel_arg(ar.zeros((1,) * max(spec.ndim, 1), dt)))
+        if red is not None:
+            p = ar.kernel_arg(ar.zeros((1, 1), ks.acc))
+            args += [ar.kernel_arg(ar.zeros((1,), red.dtype)), p, p]
+        with ar.stream_scope(self._stream):
+            ar.launcher(kernel, 1, 1, self._stream)(*args)
+            if ks.finish_key is not None:
+                fin = load_module(ks.finish_key, ks.finish_source).finish
+                ar.launcher(fin, 1, 1, self._stream)(
+                    1, 1, p, p, ar.kernel_arg(ar.zeros((1,), red.dtype)))
+
+    # -- the compiled steps -------------------------------------------------------------------
+    def _const(self, lit: Lit):
+        c = self._consts.get(id(lit))
+        if c is None:
+            c = self._consts[id(lit)] = (lit, self.arrays.to_device(lit.val))
+        return c[1]
+
+    def _build_steps(self, prog: Program):
+        """Closures, one per plan step, over an environment list (inputs first)."""
+        ar, g = self.arrays, self.graph
+        bp = prog.buffers
+        slot: dict[Var, int] = {v: i for i, v in enumerate(g.inputs)}
+        for e in g.eqns:
+            for o in e.outputs:
+                slot[o] = len(slot)
+        n_env = len(slot)
+        views: list[tuple[int, tuple, np.dtype]] = []     # pool views: (slot, shape, dtype)
+        view_index: dict = {}
+        scratch: list[tuple[tuple, np.dtype]] = []         # per-pool partial buffers
+
+        def pool_view(v: Var, shape) -> int:
+            k = (bp.slot_of[v], tuple(shape), v.aval.dtype.str)
+            if k not in view_index:
+                view_index[k] = len(views)
+                views.append((bp.slot_of[v], tuple(shape), v.aval.dtype))
+            return view_index[k]
+
+        def out_plan(v: Var, kshape):
+            """('pool', kernel view, value view) or ('new', kernel shape, dtype, donor input,
+            value shape)."""
+            if v in bp.slot_of:
+                return ("pool", pool_view(v, kshape), pool_view(v, v.aval.shape))
+            return ("new", tuple(kshape), v.aval.dtype, bp.donated_slot.get(v), v.aval.shape)
+
+        steps = []
+        for s in prog.plan.steps:
+            if isinstance(s, Group):
+                ks = prog.kernels[s.id]
+                kernel = load_module(ks.key, ks.source).kernel
+                la = ks.launch
+                launch = ar.launcher(kernel, la.grid, la.block, self._stream)
+                ops = []
+                for atom, rshape in ks.binding.operands:
+                    if isinstance(atom, Lit):
+                        ops.append(("const", ar.kernel_arg(
+                            self._const(atom).reshape(rshape))))
+                    else:
+                        same = tuple(rshape) == atom.aval.shape
+                        ops.append(("env", slot[atom], None if same else tuple(rshape)))
+                outs = [(slot[v], out_plan(v, kshape)) for v, kshape in ks.binding.outputs]
+                red = None
+                if ks.binding.reduction is not None:
+                    v, _ = ks.binding.reduction
+                    red = (slot[v], out_plan(v, (la.nk,)))
+                fin = None
+                if ks.finish_key is not None:
+                    fk = load_module(ks.finish_key, ks.finish_source).finish
+                    fin = ar.launcher(fk, la.finish_grid, la.block, self._stream)
+                    p0 = len(scratch)
+                    scratch.append(((la.nk, la.nseg), ks.acc))
+                    scratch.append(((la.nk, la.nseg), ks.acc))
+                    parts = ("scratch", p0)
+                elif ks.acc is not None:
+                    parts = ("dummy", ks.acc)
+                else:
+                    parts = None
+                steps.append(_kernel_step(ar, ks.binding.extents, la, launch, ops, outs, red,
+                                          fin, parts))
+            else:
+                e = g.eqns[s.eqn]
+                ins = [("const", self._const(a)) if isinstance(a, Lit) else ("env", slot[a])
+                       for a in e.inputs]
+                steps.append(_op_step(ar, e, ins, [slot[o] for o in e.outputs]))
+        out_refs = []
+        for a in g.outputs:
+            out_refs.append(("const", a) if isinstance(a, Lit) else ("env", slot[a]))
+        donors = [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)]
+        self._views, self._scratch = views, scratch
+        return steps, n_env, out_refs, donors
+
+    def _new_pool(self):
+        ar, prog = self.arrays, self._program
+        storage = [ar.empty((max(n, 1),), np.uint8) for n in prog.buffers.sizes]
+        vals, kargs = [], []
+        for sl, shape, dt in self._views:
+            n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            v = storage[sl][:n].view(dt).reshape(shape)
+            vals.append(v)
+            kargs.append(ar.kernel_arg(v))
+        scratch = [ar.kernel_arg(ar.empty(shape, dt)) for shape, dt in self._scratch]
+        dummies = {}
+        return {"vals": vals, "kargs": kargs, "scratch": scratch, "dummies": dummies,
+                "storage": storage}
+
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, *args):
+        ar = self.arrays
+        args = [a if ar.is_device(a) else ar.to_device(a) for a in args]
+        if self._steps is None:
+            self.calls += 1
+            if self.eager or self.calls >= self.hot_after:
+                self.compile()
+            else:
+                return self.interpret(args)
+        steps, n_env, out_refs, donors = self._steps
+        try:
+            pool = self._pools.pop()
+        except IndexError:
+            pool = self._new_pool()
+        stream = self._stream
+        try:
+            caller = ar.enter(stream)
+            with ar.stream_scope(stream):
+                env = list(args) + [None] * (n_env - len(args))
+                ctx = _Ctx(ar, env, pool, _donors(ar, args, donors))
+                for step in steps:
+                    step(ctx)
+                outs = [ar.own(self._const(r)) if k == "const" else env[r]
+                        for k, r in out_refs]
+            ar.leave(stream, caller)
+            return outs
+        finally:
+            self._pools.append(pool)
+
+    def interpret(self, args) -> list:
+        """The reference interpreter with the adapter's array module (cupy on a GPU)."""
+        ar = self.arrays
+        if self._stream is None:
+            self._stream = ar.new_stream()
+        env: dict = dict(zip(self.graph.inputs, args))
+        caller = ar.enter(self._stream)
+        with ar.stream_scope(self._stream):
+            for e in self.graph.eqns:
+                ins = [self._const(a) if isinstance(a, Lit) else env[a] for a in e.inputs]
+                res = ar.run_impl(e.op, ins, dict(e.params))
+                if e.op.multiple_results:
+                    env.update(zip(e.outputs, res))
+                else:
+                    env[e.outputs[0]] = res
+            outs = [ar.own(self._const(a)) if isinstance(a, Lit) else ar.own(env[a])
+                    for a in self.graph.outputs]
+        ar.leave(self._stream, caller)
+        return outs
+
+    def release_buffers(self) -> None:
+        """Free the pooled device buffers (they are re-made by the next call)."""
+        self._pools.clear()
+
+
+class _Ctx:
+    """Per-call state: the environment, the pool, and kernel arguments made this call."""
+
+    __slots__ = ("ar", "env", "pool", "donors", "kargs")
+
+    def __init__(self, ar, env, pool, donors):
+        self.ar, self.env, self.pool, self.donors = ar, env, pool, donors
+        self.kargs: dict = {}
+
+    def karg(self, i: int, shape):
+        k = (i, shape)
+        a = self.kargs.get(k)
+        if a is None:
+            x = self.env[i]
+            a = self.kargs[k] = self.ar.kernel_arg(x if shape is None else x.reshape(shape))
+        return a
+
+
+def _donors(ar, args, donors) -> dict:
+    """Donated inputs whose memory an output may take: contiguous device arrays."""
+    out = {}
+    for i, v in donors:
+        x = args[i]
+        nbytes = v.aval.size * v.aval.dtype.itemsize
+        if ar.is_device(x) and x.flags.c_contiguous and x.nbytes == nbytes and (
+                not hasattr(x.flags, "writeable") or x.flags.writeable):
+            out[i] = x.reshape(-1).view(np.uint8)
+    return out
+
+
+def _make_out(ctx: _Ctx, env_slot: int, plan):
+    """Place a kernel output: returns the kernel argument and stores the value in env."""
+    if plan[0] == "pool":
+        _, kv, vv = plan
+        ctx.env[env_slot] = ctx.pool["vals"][vv]
+        return ctx.pool["kargs"][kv]
+    _, kshape, dt, donor, vshape = plan
+    x = None
+    if donor is not None:
+        d = ctx.donors.pop(donor, None)
+        if d is not None:
+            x = d.view(dt).reshape(kshape)
+    if x is None:
+        x = ctx.ar.empty(kshape, dt)
+    ctx.env[env_slot] = x if kshape == vshape else x.reshape(vshape)
+    return ctx.ar.kernel_arg(x)
+
+
+def _kernel_step(ar, extents, la: Launch, launch, ops, outs, red, fin, parts):
+    ext = list(extents)
+    if red is not None:
+        ext.append(la.nseg)
+
+    def step(ctx: _Ctx):
+        args = list(ext)
+        for op in ops:
+            args.append(op[1] if op[0] == "const" else ctx.karg(op[1], op[2]))
+        for sl, plan in outs:
+            args.append(_make_out(ctx, sl, plan))
+        if red is not None:
+            r = _make_out(ctx, red[0], red[1])     # the kernel writes it flat: (nk,)
+            args.append(r)
+            if parts[0] == "scratch":
+                p0 = ctx.pool["scratch"][parts[1]]
+                p1 = ctx.pool["scratch"][parts[1] + 1]
+            else:
+                p0 = p1 = _dummy(ctx, parts[1])
+            args += [p0, p1]
+            launch(*args)
+            if fin is not None:
+                fin(la.nk, la.nseg, p0, p1, r)
+            return
+        launch(*args)
+    return step
+
+
+def _dummy(ctx: _Ctx, dt):
+    d = ctx.pool["dummies"].get(dt)
+    if d is None:
+        d = ctx.pool["dummies"][dt] = ctx.ar.kernel_arg(ctx.ar.zeros((1, 1), dt))
+    return d
+
+
+def _op_step(ar, e, ins, out_slots):
+    op, params = e.op, dict(e.params)
+    multi = op.multiple_results
+
+    def step(ctx: _Ctx):
+        env = ctx.env
+        args = [x[1] if x[0] == "const" else env[x[1]] for x in ins]
+        res = ar.run_impl(op, args, params)
+        if multi:
+            for sl, r in zip(out_slots, res):
+                env[sl] = r
+        else:
+            env[out_slots[0]] = res
+    return step
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+# --------------------------------------------------------------------------------------------
+
+_exec_strong: dict = {}
+
+
+def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
+            hot_after: int | None = None, arrays=None,
+            config: LaunchConfig | None = None) -> Executable:
+    """The cached Executable of ``graph`` on the CUDA backend (equal graphs share one).
+
+    ``arrays`` replaces the device-array adapter (default: ``default_arrays()``, resolved at
+    the first call, so lowering needs no GPU); ``config`` the launch configuration.
+    """
+    key = (graph, tuple(donate), eager, hot_after, id(arrays) if arrays is not None else None,
+           config)
+    ex = _exec_strong.get(key)
+    if ex is None:
+        ex = Executable(graph, donate=donate, eager=eager, hot_after=hot_after, arrays=arrays,
+                        config=config)
+        if len(_exec_strong) > 512:
+            _exec_strong.clear()
+        _exec_strong[key] = ex
+    return ex
+
+
+def lower(graph: Graph, *, donate: tuple = (), config: LaunchConfig | None = None) -> Program:
+    """The lowered program of ``graph``: plan, launches and sources; nothing compiled, no GPU
+    needed (launches assume 132 SMs unless ``config.sm_count`` says otherwise)."""
+    return Executable(graph, donate=donate, config=config).lower()
+
+
+def clear_memory_caches() -> None:
+    """Forget executables and loaded kernel modules (disk cache untouched)."""
+    _exec_strong.clear()
+    _modules.clear()
+

@@ -1,0 +1,347 @@
+"""``ft.jit``: trace once per abstract signature, run the graph on a compiled backend.
+
+Owns the user-facing jit wrapper (pytrees, static and donated arguments, the per-signature
+cache, ``lower``). API layer: imports api, tree_util, tracing, passes and backends. Importing
+it does not import numba: the CPU backend imports numba the first time it compiles a kernel.
+
+How a call works:
+
+1. The arguments are split into static ones (``static_argnums``: hashable Python values that
+   become part of the cache key and are passed to the function as they are) and dynamic ones
+   (pytrees of arrays, flattened to leaves).
+2. The cache key is (pytree structure, each leaf's shape and dtype, the static values). On a
+   miss the function is traced with *abstract* leaves (``ft.ShapeDtype``), so Python control
+   flow on a traced value raises ``ConcretizationError`` naming the user's line, and the graph
+   is simplified (``passes.simplify.optimize``).
+3. The graph runs on the chosen backend: ``"cpu"`` (numba kernels; the first call of a new
+   graph runs on the reference interpreter, kernels compile when the graph is hot, see
+   docs/executor.md) or ``"numpy"`` (the reference interpreter).
+
+Inside another transform (``ft.grad(ft.jit(f))``) a jitted function is transparent: it is
+traced through like ordinary code, so transforms compose.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import tree_util
+from .api import _check_leaf_arg, _fingerprint, flatten_fun
+from .backends import numpy_ref
+from .core import AVal, Graph
+from .passes.simplify import optimize
+from .tracing import Tracer, _current, trace_to_graph
+
+__all__ = ["jit", "Jitted", "Lowered"]
+
+_BACKENDS = ("cpu", "numpy", "cuda")
+
+
+def jit(fun: Callable | None = None, *, backend: str = "cpu",
+        static_argnums: int | Sequence[int] = (), donate_argnums: int | Sequence[int] = (),
+        eager: bool = False, threads: bool = False) -> Jitted:
+    """Compile ``fun`` for its abstract signature; re-trace only when the signature changes.
+
+    Args:
+        fun: a function of arrays (pytrees of arrays) written with ``functrace.numpy``.
+        backend: ``"cpu"`` (numba-compiled fused kernels), ``"numpy"`` (the reference
+            interpreter) or ``"cuda"`` (numba.cuda kernels on cupy arrays; inputs are copied
+            to the GPU, outputs stay there: docs/gpu.md).
+        static_argnums: positional arguments that are Python values, not arrays (hashable;
+            each distinct value is its own cache entry, like JAX).
+        donate_argnums: positional arguments whose buffers the outputs may reuse (the caller
+            promises not to use them after the call).
+        eager: compile kernels on the first call instead of when the graph is hot.
+        threads: compile kernels with ``parallel=True`` (outer loop over threads). Off by
+            default: on small machines thread pools cost more than they give.
+
+    Returns:
+        A callable with ``lower(*args)`` (the lowered graph and generated ``.source``) and
+        ``clear_cache()``. Usable as a decorator, with or without arguments.
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> f = ft.jit(lambda x: fnp.sum(fnp.tanh(x) ** 2), backend="numpy")
+        >>> float(f(np.zeros(3)))
+        0.0
+    """
+    if fun is None:
+        return functools.partial(jit, backend=backend, static_argnums=static_argnums,
+                                 donate_argnums=donate_argnums, eager=eager, threads=threads)
+    return Jitted(fun, backend, static_argnums, donate_argnums, eager, threads)
+
+
+def _on_device(x) -> bool:
+    """A GPU array (cupy, ...): its shape and dtype are read without copying it (issue #7)."""
+    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
+
+
+def _nums(x) -> tuple[int, ...]:
+    if isinstance(x, int):
+        return (x,)
+    return tuple(int(i) for i in x)
+
+
+class _Slow(Exception):
+    pass
+
+
+def _fast_flatten(x, leaves: list):
+    """Signature and leaves of plain containers of arrays, in tree_util's order (tuples and
+    lists in order, dict keys sorted, None empty); _Slow for anything else."""
+    t = type(x)
+    if t is np.ndarray:
+        leaves.append(x)
+        return (x.shape, x.dtype)
+    if t is tuple or t is list:
+        return (t, tuple(_fast_flatten(c, leaves) for c in x))
+    if t is dict:
+        keys = sorted(x)
+        return (dict, tuple(keys), tuple(_fast_flatten(x[k], leaves) for k in keys))
+    if t is float or t is int or t is bool:
+        a = np.asarray(x)
+        leaves.append(a)
+        return (t, a.dtype)
+    if x is None:
+        return None
+    raise _Slow
+
+
+def _builder(out_tree):
+    """A fast ``leaves -> output`` function for plain containers, else tree_unflatten."""
+    n = out_tree.num_leaves
+    try:
+        example = tree_util.tree_unflatten(out_tree, list(range(n)))
+    except Exception:
+        example = None
+
+    def expr(x):
+        t = type(x)
+        if t is int:
+            return f"o[{x}]"
+        if t is tuple:
+            return "(" + "".join(expr(c) + ", " for c in x) + ")"
+        if t is list:
+            return "[" + ", ".join(expr(c) for c in x) + "]"
+        if t is dict and all(type(k) is str for k in x):
+            return "{" + ", ".join(f"{k!r}: {expr(v)}" for k, v in x.items()) + "}"
+        if x is None:
+            return "None"
+        raise _Slow
+
+    try:
+        return eval(f"lambda o: {expr(example)}")
+    except _Slow:
+        return lambda o: tree_util.tree_unflatten(out_tree, list(o))
+
+
+class _Entry:
+    __slots__ = ("graph", "out_tree", "consts", "fingerprint", "run", "donate", "build")
+
+    def __init__(self, graph, out_tree, consts, fingerprint, run, donate):
+        self.graph, self.out_tree, self.consts = graph, out_tree, consts
+        self.fingerprint, self.run, self.donate = fingerprint, run, donate
+        self.build = _builder(out_tree)
+
+
+class Jitted:
+    """A jit-compiled function (see ``ft.jit``)."""
+
+    def __init__(self, fun, backend, static_argnums, donate_argnums, eager, threads):
+        if backend not in _BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {_BACKENDS}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.backend = backend
+        self.static_argnums = _nums(static_argnums)
+        self.donate_argnums = _nums(donate_argnums)
+        if set(self.static_argnums) & set(self.donate_argnums):
+            raise ValueError("an argument cannot be both static and donated")
+        self.eager = eager
+        self.threads = threads
+        self._cache: dict = {}
+
+    def __repr__(self):
+        return f"<jit({getattr(self.fun, '__name__', 'f')}) backend={self.backend}>"
+
+    def clear_cache(self) -> None:
+        """Forget every traced signature (kernels stay in the backend's caches)."""
+        self._cache.clear()
+
+    # -- argument handling -------------------------------------------------------------------
+    def _split(self, args):
+        n = len(args)
+        static = set()
+        for i in self.static_argnums:
+            if not -n <= i < n:
+                raise ValueError(f"static_argnums={self.static_argnums} is out of range for "
+                                 f"{n} positional argument(s)")
+            static.add(i % n)
+        dyn = tuple(a for i, a in enumerate(args) if i not in static)
+        svals = tuple((i, args[i]) for i in sorted(static))
+        try:
+            hash(svals)
+        except TypeError:
+            kinds = [type(v).__name__ for _, v in svals]
+            raise TypeError(
+                f"jit: static arguments must be hashable (got {kinds}); "
+                "pass arrays as ordinary (traced) arguments instead") from None
+        return dyn, svals, static
+
+    def _donated_leaves(self, args, static, kwargs):
+        if not self.donate_argnums:
+            return ()
+        n = len(args)
+        nums = {i % n for i in self.donate_argnums if -n <= i < n}
+        idx, off = [], 0
+        for i, a in enumerate(args):
+            if i in static:
+                continue
+            k = len(tree_util.tree_leaves(a))
+            if i in nums:
+                idx.extend(range(off, off + k))
+            off += k
+        return tuple(idx)
+
+    def _entry(self, args, kwargs):
+        dyn, svals, static = self._split(args)
+        leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
+        sig = []
+        for i, x in enumerate(leaves):
+            if type(x) is np.ndarray:
+                sig.append((x.shape, x.dtype))
+            elif _on_device(x):   # CUDA backend (issue #7): device arrays stay where they are
+                sig.append((tuple(x.shape), np.dtype(x.dtype)))
+            else:
+                x = leaves[i] = _check_leaf_arg(x, i)
+                a = np.asarray(x) if not isinstance(x, AVal) else None
+                sig.append((x.shape, x.dtype) if a is None else (a.shape, a.dtype))
+                if a is not None:
+                    leaves[i] = a
+        key = (in_tree, tuple(sig), svals)
+        entry = self._cache.get(key)
+        if entry is not None and entry.fingerprint == _fingerprint(self.fun) and all(
+                np.array_equal(orig, lit) for orig, lit in entry.consts):
+            return entry, leaves
+        entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
+        if entry is not None and len(self._cache) > 256:
+            self._cache.clear()
+        if entry is not None:
+            self._cache[key] = entry
+        return entry, leaves
+
+    def _trace(self, in_tree, leaves, svals, static, args, kwargs):
+        n_args = len(args)
+        sdict = dict(svals)
+
+        def call(*dyn, **kw):
+            full, it = [], iter(dyn)
+            for i in range(n_args):
+                full.append(sdict[i] if i in static else next(it))
+            return self.fun(*full, **kw)
+
+        flat, box = flatten_fun(call, in_tree)
+        avals = [AVal(np.shape(x), x.dtype) if not isinstance(x, AVal) else x for x in leaves]
+        tr = trace_to_graph(flat, avals)
+        graph = optimize(tr.graph)
+        donate = self._donated_leaves(args, static, kwargs)
+        run = self._backend_runner(graph, donate)
+        return _Entry(graph, box[0], tr.consts, _fingerprint(self.fun), run, donate)
+
+    def _backend_runner(self, graph: Graph, donate=()):
+        if self.backend == "numpy":
+            return lambda *xs: numpy_ref.run(graph, xs)
+        if self.backend == "cuda":   # issue #7: the GPU is checked at the first call
+            from .backends import numba_cuda
+            return numba_cuda.compile(graph, donate=donate, eager=self.eager)
+        from .backends import numba_cpu
+        return numba_cpu.compile(graph, donate=donate, eager=self.eager,
+                                 parallel=self.threads)
+
+    # -- calling -----------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if _current.get() is not None:
+            return self.fun(*args, **kwargs)     # under a transform: trace straight through
+        if not self.static_argnums:
+            # fast path: plain containers of arrays, keyed by a signature built in one pass
+            leaves: list = []
+            try:
+                key = ("fast", _fast_flatten(args, leaves), _fast_flatten(kwargs, leaves))
+            except _Slow:
+                key = None
+            if key is not None:
+                entry = self._cache.get(key)
+                if entry is not None and entry.fingerprint == _fingerprint(self.fun) and all(
+                        np.array_equal(orig, lit) for orig, lit in entry.consts):
+                    return entry.build(entry.run(*leaves))
+        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
+            return self.fun(*args, **kwargs)     # tracers of a finished trace: let it raise
+        entry, leaves = self._entry(args, kwargs)
+        if not self.static_argnums and key is not None:
+            self._cache[key] = entry
+        outs = entry.run(*leaves)
+        return entry.build(outs)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Trace for these arguments (arrays or ``ft.ShapeDtype``) without running.
+
+        Returns a ``Lowered`` with ``.graph``, ``.source`` (generated kernels and driver) and
+        ``.compile()``.
+        """
+        dyn, svals, static = self._split(args)
+        leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
+        leaves = [x if isinstance(x, AVal) else AVal(x.shape, x.dtype) if _on_device(x)
+                  else np.asarray(_check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
+        entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
+        return Lowered(self, entry)
+
+
+class Lowered:
+    """A traced and lowered jit signature.
+
+    Attributes:
+        graph: the optimized ``Graph`` that runs.
+        source: the generated kernel sources and driver (CPU backend), or the printed graph.
+    """
+
+    def __init__(self, jitted: Jitted, entry: _Entry):
+        self._jitted = jitted
+        self._entry = entry
+        self.graph = entry.graph
+
+    @property
+    def source(self) -> str:
+        run = self._entry.run
+        if hasattr(run, "lower"):
+            return run.lower().source
+        return str(self.graph)
+
+    def compile(self) -> Compiled:
+        """Compile every kernel now (no interpreter tier) and return the runnable."""
+        run = self._entry.run
+        if hasattr(run, "compile"):
+            run.compile()
+        return Compiled(self._jitted, self._entry)
+
+    def __repr__(self):
+        return f"<Lowered {self.graph!r}>"
+
+
+class Compiled:
+    """A compiled signature: call it like the jitted function, with arguments of the lowered
+    types (static arguments are ignored: their values were fixed by ``lower``)."""
+
+    def __init__(self, jitted: Jitted, entry: _Entry):
+        self._jitted = jitted
+        self._entry = entry
+        self.graph = entry.graph
+
+    def __call__(self, *args, **kwargs) -> Any:
+        dyn, _, _ = self._jitted._split(args)
+        leaves = tree_util.tree_leaves((dyn, kwargs))
+        outs = self._entry.run(*[x if _on_device(x) else np.asarray(x) for x in leaves])
+        return tree_util.tree_unflatten(self._entry.out_tree, list(outs))

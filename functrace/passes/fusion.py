@@ -1,0 +1,395 @@
+"""Fusion analysis: partition a graph into kernel groups and single-op steps (a side table).
+
+Owns ``plan_fusion(graph, fusible, prefer_kernel) -> FusionPlan`` and ``view_map``. It never
+mutates or rewrites the graph: the plan lists, in execution order, *steps* that refer to the
+graph's equations by index. Imports core only; the target decides which equations it can fuse
+(``fusible``), so this pass is shared by every compiled backend.
+
+The rules (DESIGN.md, "compile latency is a first-class constraint"):
+
+* A **group** is a maximal region of elementwise equations over one *loop shape*, closed by at
+  most one reduction over that shape; it has at most ``max_eqns`` equations, so numba compile
+  time stays bounded and a kernel is reused wherever the same group structure appears.
+* **Views are folded**: ``broadcast_in_dim``, ``transpose`` and reshapes that only add or drop
+  unit axes in front of a group become static index maps of the group's reads
+  (``resolve``); such a view equation only runs (as a numpy view) if something outside a group
+  reads it.
+* Equations are visited in topological order and join an existing group when (a) the loop
+  shape matches, (b) they do not read the group's reduction result, (c) they read the group's
+  own values only elementwise (identity map), and (d) every other step they read was *created
+  before* the group. (d) makes creation order a valid schedule, so no cycle between steps can
+  arise. Candidates are the groups that produce an input, then groups that read one of the same
+  inputs (sibling fusion: a forward pass and its backward pass over one input share a loop),
+  then the most recent groups over the same loop shape.
+* **Recomputation**: a group that reads an elementwise value of an earlier group with the same
+  loop shape recomputes it instead, when the value's defining equations are few and cheap
+  (no transcendental math) and add at most one read to the later kernel: forward values
+  are recomputed in the backward kernel instead of being stored, and the earlier group writes
+  the value only if someone else needs it.
+* Everything else (contractions, linalg, gathers, scans, sub-graph ops, ...) is a single-op
+  step that runs the op's numpy impl, as is a group of one cheap equation (numpy's ufunc is as
+  fast as a kernel there, and needs no compile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from ..core import Eqn, Graph, Var
+
+__all__ = ["Group", "OpStep", "FusionPlan", "plan_fusion", "view_map", "VIEW_OPS",
+           "CHEAP_OPS"]
+
+VIEW_OPS = frozenset({"broadcast_in_dim", "transpose", "reshape"})
+#: ops cheap enough to be recomputed in a later kernel rather than stored
+CHEAP_OPS = frozenset({"neg", "add", "sub", "mul", "integer_pow", "abs", "select", "max", "min",
+                       "eq", "ne", "lt", "le", "gt", "ge", "convert_element_type", "and",
+                       "or", "not", "stop_gradient", "sign", "clip"})
+MAX_GROUP_EQNS = 40
+RECOMPUTE_MAX = 6
+
+
+@dataclasses.dataclass(eq=False)      # identity semantics: steps are compared by object
+class Group:
+    """A fused kernel: ``eqns`` (graph indices, topological) over ``shape``.
+
+    Attributes:
+        id: the step's position in ``FusionPlan.steps``.
+        shape: the loop shape (elementwise outputs have it; the reduction's input has it).
+        eqns: member equations (recomputed ones included), ascending.
+        reduction: index of the closing reduction equation, or None.
+        outputs: member values that must be written (read outside the group or graph
+            outputs); the reduction result is always written.
+        roots: external values the group reads (after folding views).
+        recomputed: indices of equations duplicated from earlier groups.
+    """
+
+    id: int
+    shape: tuple
+    eqns: list[int]
+    reduction: int | None = None
+    outputs: list[Var] = dataclasses.field(default_factory=list)
+    roots: list = dataclasses.field(default_factory=list)
+    recomputed: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "group"
+
+
+@dataclasses.dataclass(eq=False)
+class OpStep:
+    """One equation run by its numpy impl (``view`` steps only when needed)."""
+
+    id: int
+    eqn: int
+    view: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "op"
+
+
+@dataclasses.dataclass
+class FusionPlan:
+    """The side table: ``steps`` in execution order, and which step produces each Var."""
+
+    graph: Graph
+    steps: list
+    producer: dict            # Var -> step
+    resolve: Callable         # (atom, loop_shape, group=None) -> (root atom, index map)
+
+    def __str__(self):
+        lines = []
+        for s in self.steps:
+            if isinstance(s, Group):
+                names = [self.graph.eqns[i].op.name for i in s.eqns]
+                r = f" -> {self.graph.eqns[s.reduction].op.name}" if s.reduction is not None \
+                    else ""
+                lines.append(f"group {s.id} {s.shape}: {' '.join(names)}{r}")
+            else:
+                e = self.graph.eqns[s.eqn]
+                lines.append(f"op {s.id}: {e.op.name}{' (view)' if s.view else ''}")
+        return "\n".join(lines)
+
+
+def view_map(e: Eqn) -> tuple | None:
+    """For a view equation, the output axis each operand axis is read from (None: a unit axis
+    read at index 0); None when the op is not a pure re-indexing of its operand."""
+    x = e.inputs[0].aval
+    out = e.outputs[0].aval
+    name = e.op.name
+    if name == "broadcast_in_dim":
+        bd = e.params["broadcast_dimensions"]
+        return tuple(bd[i] if x.shape[i] == out.shape[bd[i]] else None
+                     for i in range(x.ndim))
+    if name == "transpose":
+        perm = e.params["permutation"]
+        return tuple(perm.index(p) for p in range(x.ndim))
+    if name == "reshape":
+        xs = [i for i, n in enumerate(x.shape) if n != 1]
+        os_ = [i for i, n in enumerate(out.shape) if n != 1]
+        if [x.shape[i] for i in xs] != [out.shape[i] for i in os_]:
+            return None
+        m: list = [None] * x.ndim
+        for i, j in zip(xs, os_):
+            m[i] = j
+        return tuple(m)
+    return None
+
+
+def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
+                prefer_kernel: Callable[[Eqn], bool] = lambda e: True,
+                max_eqns: int = MAX_GROUP_EQNS, recompute: bool = True) -> FusionPlan:
+    """Partition ``graph`` into groups and single-op steps.
+
+    Args:
+        graph: the graph to plan.
+        fusible: whether the target can put this equation (elementwise or reduction) in a
+            kernel; other equations become single-op steps.
+        prefer_kernel: whether a group made of just this one equation is still worth a
+            kernel (true for transcendental math; false for ``add``, ``reduce_sum``...).
+        max_eqns: bound on a group's size.
+        recompute: recompute cheap values of earlier groups instead of storing them.
+    """
+    eqns = graph.eqns
+    producer_eqn: dict[Var, int] = {}
+    for i, e in enumerate(eqns):
+        for o in e.outputs:
+            producer_eqn[o] = i
+
+    memo: dict = {}
+
+    def resolve(atom, loop_shape, group=None):
+        """Follow foldable views back from ``atom`` (read at ``loop_shape``): the root value
+        and, per root axis, the loop axis indexing it (None: unit axis at 0)."""
+        if atom.aval.ndim == 0:
+            return atom, ()
+        if isinstance(atom, Var):
+            hit = memo.get(atom)
+            if hit is None:
+                hit = memo[atom] = _resolve(atom)
+            return hit
+        return _resolve(atom)
+
+    def _resolve(atom):
+        cur, cmap = atom, tuple(range(atom.aval.ndim))
+        while isinstance(cur, Var):
+            i = producer_eqn.get(cur)
+            if i is None or eqns[i].op.name not in VIEW_OPS:
+                break
+            vm = view_map(eqns[i])
+            if vm is None:
+                break
+            cur = eqns[i].inputs[0]
+            cmap = tuple(cmap[j] if j is not None else None for j in vm)
+            if cur.aval.ndim == 0:
+                return cur, ()
+        return cur, cmap
+
+    steps: list = []
+    producer: dict[Var, object] = {}          # Var -> step
+    reduction_out: set[Var] = set()
+    readers_of_root: dict[Var, list[Group]] = {}
+    group_of_eqn: dict[int, Group] = {}
+    by_shape: dict[tuple, list[Group]] = {}
+
+    def loop_shape(e: Eqn):
+        if e.op.elementwise:
+            return e.outputs[0].aval.shape
+        return e.inputs[0].aval.shape
+
+    def legal(e: Eqn, g: Group, shape) -> bool:
+        if g.shape != shape or len(g.eqns) >= max_eqns:
+            return False
+        if not e.op.elementwise and g.reduction is not None:
+            return False
+        for a in e.inputs:
+            root, amap = resolve(a, shape)
+            if not isinstance(root, Var):
+                continue
+            p = producer.get(root)
+            if p is None:
+                continue
+            if p is g:
+                if root in reduction_out:
+                    return False
+                if amap != tuple(range(len(shape))) and amap != ():
+                    return False
+            elif p.id > g.id:
+                return False
+        return True
+
+    for i, e in enumerate(eqns):
+        shape = loop_shape(e) if e.op.elementwise or e.op.reduction else None
+        if shape is None or not fusible(e) or 0 in shape:
+            st = OpStep(len(steps), i, view=e.op.name in VIEW_OPS)
+            steps.append(st)
+            for o in e.outputs:
+                producer[o] = st
+            continue
+        roots = [resolve(a, shape)[0] for a in e.inputs]
+        cands: list[Group] = []
+        for r in roots:
+            if isinstance(r, Var):
+                p = producer.get(r)
+                if isinstance(p, Group) and p not in cands:
+                    cands.append(p)
+        cands.sort(key=lambda g: -g.id)
+        for r in roots:
+            if isinstance(r, Var):   # the latest few readers (a weight read by every step
+                for g in reversed(readers_of_root.get(r, [])[-4:]):   # must not be O(n^2))
+                    if g not in cands:
+                        cands.append(g)
+        # then any recent group over the same loop shape (e.g. for constant-only equations)
+        for g in reversed(by_shape.get(shape, [])[-4:]):
+            if g not in cands:
+                cands.append(g)
+        target = next((g for g in cands if legal(e, g, shape)), None)
+        if target is None:
+            target = Group(len(steps), shape, [])
+            steps.append(target)
+            by_shape.setdefault(shape, []).append(target)
+        target.eqns.append(i)
+        group_of_eqn[i] = target
+        if not e.op.elementwise:
+            target.reduction = i
+            reduction_out.update(e.outputs)
+        for o in e.outputs:
+            producer[o] = target
+        for r in roots:
+            if isinstance(r, Var) and producer.get(r) is not target:
+                lst = readers_of_root.setdefault(r, [])
+                if target not in lst[-4:]:
+                    lst.append(target)
+
+    # a group of one cheap equation is a numpy call: no compile, same speed
+    for k, s in enumerate(steps):
+        if isinstance(s, Group) and len(s.eqns) == 1 and not prefer_kernel(eqns[s.eqns[0]]):
+            st = OpStep(s.id, s.eqns[0])
+            steps[k] = st
+            for o in eqns[s.eqns[0]].outputs:
+                producer[o] = st
+            reduction_out.difference_update(eqns[s.eqns[0]].outputs)
+
+    groups = [s for s in steps if isinstance(s, Group)]
+    if recompute:
+        _recompute(graph, groups, producer, resolve, reduction_out)
+
+    # which values each step reads (after folding) -> group outputs and needed views
+    needed: set = {a for a in graph.outputs if isinstance(a, Var)}
+    for s in groups:
+        members = {o for i in s.eqns for o in eqns[i].outputs}
+        roots = []
+        for i in s.eqns:
+            for a in eqns[i].inputs:
+                if isinstance(a, Var) and a in members and a not in reduction_out:
+                    continue
+                r = resolve(a, s.shape)[0]
+                if isinstance(r, Var) and r not in members and r not in roots:
+                    roots.append(r)
+        s.roots = roots
+        needed.update(roots)
+    for s in steps:
+        if isinstance(s, OpStep) and not s.view:
+            needed.update(a for a in eqns[s.eqn].inputs if isinstance(a, Var))
+    # views run only when read outside groups (reverse order handles chains of views)
+    for s in reversed(steps):
+        if isinstance(s, OpStep) and s.view:
+            e = eqns[s.eqn]
+            if e.outputs[0] in needed:
+                needed.update(a for a in e.inputs if isinstance(a, Var))
+    kept = []
+    for s in steps:
+        if isinstance(s, OpStep) and s.view and eqns[s.eqn].outputs[0] not in needed:
+            continue
+        kept.append(s)
+    for k, s in enumerate(kept):
+        s.id = k
+    for s in groups:
+        outs = []
+        for i in s.eqns:
+            if i == s.reduction:
+                continue
+            for o in eqns[i].outputs:
+                if o in needed and producer.get(o) is s:
+                    outs.append(o)
+        s.outputs = outs
+    return FusionPlan(graph, kept, producer, resolve)
+
+
+def _recompute(graph, groups, producer, resolve, reduction_out):
+    """Duplicate cheap elementwise cones of earlier groups into the groups that read them,
+    when the cone adds at most one read (the one that replaces reading the value itself), so
+    recomputing costs no extra memory traffic and the earlier group may not need to store the
+    value."""
+    eqns = graph.eqns
+    producer_eqn = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+    for g in groups:
+        changed = True
+        while changed:
+            changed = False
+            members = {o for i in g.eqns for o in eqns[i].outputs}
+            reads = set()
+            for i in g.eqns:
+                for a in eqns[i].inputs:
+                    r = resolve(a, g.shape)[0]
+                    if isinstance(r, Var) and r not in members:
+                        reads.add(r)
+            for i in list(g.eqns):
+                for a in eqns[i].inputs:
+                    root, amap = resolve(a, g.shape)
+                    if not isinstance(root, Var) or root in members or root in reduction_out:
+                        continue
+                    h = producer.get(root)
+                    if not isinstance(h, Group) or h is g or h.shape != g.shape:
+                        continue
+                    if amap != tuple(range(len(g.shape))):
+                        continue
+                    found = _cheap_cone(root, h, eqns, producer_eqn, resolve)
+                    if found is None:
+                        continue
+                    cone, leaves = found
+                    # at most one new read, replacing the read of ``root`` itself
+                    if len(leaves - (reads - {root})) > 1 or \
+                            len(g.eqns) + len(cone) > MAX_GROUP_EQNS:
+                        continue
+                    g.eqns = sorted(set(g.eqns) | set(cone))
+                    g.recomputed = sorted(set(g.recomputed) | set(cone))
+                    members.update(o for j in cone for o in eqns[j].outputs)
+                    reads.discard(root)
+                    changed = True
+                    break
+                if changed:
+                    break
+
+
+def _cheap_cone(root, h: Group, eqns, producer_eqn, resolve):
+    """The equations of group ``h`` computing ``root`` from ``h``'s external reads, if they
+    are few and all cheap, with the external values they read; else None."""
+    cone: list[int] = []
+    leaves: set = set()
+    stack = [root]
+    hset = set(h.eqns)
+    seen = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        i = producer_eqn.get(v)
+        if i is None or i not in hset:
+            leaves.add(v)     # an external read of h: available to the later group too
+            continue
+        e = eqns[i]
+        if i == h.reduction or e.op.name not in CHEAP_OPS:
+            return None
+        cone.append(i)
+        if len(cone) > RECOMPUTE_MAX:
+            return None
+        for a in e.inputs:
+            r, _ = resolve(a, h.shape)
+            if isinstance(r, Var):
+                stack.append(r)
+    return sorted(cone), leaves

@@ -1,0 +1,553 @@
+"""The CUDA backend under numba's CUDA simulator (issue #7): code generation, launch logic and
+the executor's dispatch over the fusion plan, against the reference interpreter.
+
+Run by ``tests/test_cuda_sim.py`` in its own pytest process: ``NUMBA_ENABLE_CUDASIM=1`` must
+be set before numba is first imported, and other test files import numba normally. The file
+name does not match ``test_*.py``, so a normal ``pytest tests`` run never collects it; run it
+alone with ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda_sim_cases.py``.
+
+What this covers: the generated kernels (grid-stride elementwise loops, the block and thread
+reduction templates with one and several segments, the finish kernel), launch configuration,
+the buffer pool, donation, tiers, compile-failure fallback, and ``ft.jit(backend="cuda")``
+end to end, with numpy arrays standing in for cupy arrays (``HostArrays``). What it cannot
+cover: cupy interop, streams, libdevice accuracy and speed (tests/test_gpu.py and
+benchmarks/gpu_check.py, on a GPU). Kernels run as Python threads (one per CUDA thread), so
+inputs stay at <= 1,000 elements and launches use blocks of 32 threads.
+
+Tolerances: the simulator evaluates ``math.*`` with numpy (IEEE results), so float64 results
+agree with the reference to rtol 1e-14 (reductions: 1e-12, another summation order), float32
+to 2e-6 (reductions 2e-5); NaN/inf positions and signed zeros exactly; integers exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import warnings
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import numpy as np
+import pytest
+
+if "numba.cuda" in sys.modules and not sys.modules["numba"].config.ENABLE_CUDASIM:
+    pytest.skip("numba.cuda was imported without the simulator in this process",
+                allow_module_level=True)
+
+import functrace as ft
+import functrace.numpy as fnp
+from functrace import ops, tree_util
+from functrace.backends import cuda_codegen, numba_cuda, numpy_ref
+from functrace.backends.numba_cuda import Executable, HostArrays, LaunchConfig
+from functrace.core import AVal
+from functrace.passes.fusion import Group
+from functrace.tracing import trace_to_graph
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+              pytest.mark.filterwarnings(
+                  "ignore:Arrays of 2-dimensional vectors are deprecated:DeprecationWarning")]
+
+SIM = numba_cuda.SIM_CONFIG
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache_dir(tmp_path_factory):
+    d = str(tmp_path_factory.getbasetemp() / "functrace-cuda-kernels")
+    old = os.environ.get("FUNCTRACE_CACHE_DIR")
+    os.environ["FUNCTRACE_CACHE_DIR"] = d
+    yield d
+    if old is None:
+        os.environ.pop("FUNCTRACE_CACHE_DIR", None)
+    else:
+        os.environ["FUNCTRACE_CACHE_DIR"] = old
+
+
+def graph_of(fn, *avals):
+    return trace_to_graph(lambda *xs: list(fn(*xs)), list(avals)).graph
+
+
+def run_both(g, args, config=SIM, **kw):
+    ex = Executable(g, eager=True, arrays=HostArrays(), config=config, **kw)
+    got = ex(*args)
+    want = numpy_ref.run(g, list(args))
+    return ex, got, want
+
+
+def assert_same(got, want, rtol, name="", atol=0.0):
+    """Equal dtype/shape; identical NaN/inf positions and signed zeros; close elsewhere."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"{name}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        return
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{name}: NaNs")
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{name}: infinities")
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]),
+                                  err_msg=f"{name}: signed zeros")
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=rtol, atol=atol, err_msg=name)
+
+
+def fused_ops(ex) -> set[str]:
+    prog = ex.lower()
+    return {prog.graph.eqns[i].op.name for ks in prog.kernels.values() for i in ks.group.eqns}
+
+
+def test_simulator_backs_the_default_adapter():
+    import numba
+    assert numba.config.ENABLE_CUDASIM
+    assert numba_cuda.simulator_enabled()
+    assert isinstance(numba_cuda.default_arrays(), HostArrays)
+    x = np.linspace(-1, 1, 5)
+    assert ft.device_put(x) is not None and isinstance(ft.device_put(x), np.ndarray)
+    np.testing.assert_array_equal(ft.device_get(ft.device_put({"a": x}))["a"], x)
+
+
+# --------------------------------------------------------------------------------------------
+# elementwise kernels: every op of the CUDA expression table
+# --------------------------------------------------------------------------------------------
+
+SPECIAL = [-np.inf, -1e300, -700.0, -10.0, -3.0, -1.5, -1.0, -0.75, -0.5, -1e-310, -0.0, 0.0,
+           1e-310, 0.25, 0.5, 0.9, 1.0, 1.5, 2.0, 3.0, 10.0, 700.0, 1e300, np.inf, np.nan]
+UNARY = ["neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+         "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sqrt",
+         "rsqrt", "logistic", "abs", "sign", "isnan", "isinf", "isfinite", "signbit",
+         "stop_gradient", "floor", "cbrt"]          # floor, cbrt: not fused (cupy runs them)
+BINARY = ["add", "sub", "mul", "div", "fmod", "pow", "maximum", "minimum", "atan2", "hypot",
+          "logaddexp", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+          "logical_or", "logical_xor"]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_elementwise_float_ops_match_reference(dtype):
+    dt = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        xs = np.array(SPECIAL + list(np.linspace(-4, 4, 15)), dt)
+    ys = np.roll(xs, 7)
+
+    def fn(x, y):
+        outs = [getattr(ops, n)(x) for n in UNARY]
+        outs += [getattr(ops, n)(x, y) for n in BINARY]
+        outs += [ops.integer_pow(x, 3), ops.integer_pow(x, 2), ops.integer_pow(x, -1),
+                 ops.integer_pow(x, -2), ops.integer_pow(x, 0),
+                 ops.clip(x, np.asarray(-1, dt), np.asarray(2, dt)),
+                 ops.select(ops.gt(x, y), x, y), ops.convert_element_type(x, bool),
+                 ops.convert_element_type(x, np.float64 if dt == np.float32 else np.float32),
+                 ops.logical_not(ops.gt(x, y))]
+        return outs
+
+    g = graph_of(fn, AVal(xs.shape, dt), AVal(ys.shape, dt))
+    ex, got, want = run_both(g, [xs, ys])
+    assert not ex.compile_failures
+    fused = fused_ops(ex)
+    assert {"exp", "tanh", "logaddexp", "pow", "max", "select", "clip"} <= fused
+    assert "floor" not in fused and "cbrt" not in fused
+    names = UNARY + BINARY + ["ipow3", "ipow2", "ipow-1", "ipow-2", "ipow0", "clip", "select",
+                              "tobool", "tofloat", "not"]
+    rtol = 1e-14 if dt == np.float64 else 2e-6
+    for n, a, b in zip(names, got, want, strict=True):
+        # exp2 is pow(2, x) on the GPU (libdevice), numpy's exp2 its own loop
+        assert_same(a, b, 1e-6 if n == "exp2" and dt == np.float32 else rtol, n)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_integer_and_bool_ops_match_reference(dtype):
+    dt = np.dtype(dtype)
+    info = np.iinfo(dt)
+    base = [0, 1, 2, 3, 5, 7, info.max, info.min, info.max - 1]
+    xs = np.array(base + (list(range(-12, 12)) if info.min < 0 else list(range(24))), dt)
+    ys = np.roll(xs, 5)
+
+    def fn(x, y, b):
+        outs = [ops.add(x, y), ops.sub(x, y), ops.mul(x, y), ops.maximum(x, y),
+                ops.minimum(x, y), ops.eq(x, y), ops.lt(x, y), ops.ge(x, y),
+                ops.integer_pow(x, 2), ops.integer_pow(x, 3), ops.select(b, x, y),
+                ops.convert_element_type(x, np.float64), ops.logical_and(x, y),
+                ops.logical_xor(b, ops.gt(x, y)), ops.logical_not(b)]
+        if dt.kind == "i":
+            outs += [ops.neg(x), ops.abs(x), ops.sign(x)]
+        return outs
+
+    bs = (xs % 3 == 0)
+    g = graph_of(fn, AVal(xs.shape, dt), AVal(ys.shape, dt), AVal(bs.shape, bool))
+    ex, got, want = run_both(g, [xs, ys, bs])
+    assert not ex.compile_failures and ex.lower().kernels
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 0)
+
+
+def test_broadcasts_and_transposes_fold_into_index_maps():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5))
+    row = rng.standard_normal(5)
+    col = rng.standard_normal((3, 1, 1))
+    xt = rng.standard_normal((5, 4, 3))
+
+    def f(x, row, col, xt):
+        y = fnp.sin(x) * row + col * fnp.exp(fnp.transpose(xt))
+        return [y, fnp.tanh(y[:, :1, :] * 2.0), y * 3.0]
+
+    g = graph_of(f, *(AVal(a.shape, a.dtype) for a in (x, row, col, xt)))
+    ex, got, want = run_both(g, [x, row, col, xt])
+    prog = ex.lower()
+    assert prog.kernels and not ex.compile_failures
+    ks = next(iter(prog.kernels.values()))
+    assert any(op.axes != tuple(range(ks.spec.ndim)) for op in ks.spec.operands)
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-14)
+
+
+def test_elementwise_source_is_a_grid_stride_loop_with_hoisted_invariants():
+    g = graph_of(lambda x, s: [fnp.exp(x * fnp.cos(s))],
+                 AVal((7, 9), "float32"), AVal((), "float32"))
+    src = numba_cuda.lower(g).source
+    assert "@cuda.jit(cache=True)" in src
+    assert "for w in range(cuda.grid(1), total, cuda.gridsize(1)):" in src
+    body = src.split("def kernel")[-1]       # the (7, 9) loop, merged into one axis of 63
+    # the scalar cos(s) is read once per thread, before the loop; constants are float32
+    assert body.index("= a1[0]") < body.index("for w in")
+    assert "np.float32(math.exp(" in body and "i1" not in body
+
+
+# --------------------------------------------------------------------------------------------
+# reductions: both templates, one and several segments, every kind
+# --------------------------------------------------------------------------------------------
+
+def _red(kind, x, axes):
+    if kind == "sum":
+        return ops.reduce_sum(x, axes)
+    if kind == "prod":
+        return ops.reduce_prod(x, axes)
+    if kind == "max":
+        return ops.reduce_max(x, axes)
+    if kind == "min":
+        return ops.reduce_min(x, axes)
+    if kind == "and":
+        return ops.reduce_and(ops.gt(x, np.asarray(-1.0, x.dtype)), axes)
+    if kind == "or":
+        return ops.reduce_or(ops.gt(x, np.asarray(1.0, x.dtype)), axes)
+    return ops.logsumexp(x, axes)
+
+
+# the simulator runs a Python thread per CUDA thread and a barrier per tree level: the block
+# template gets small blocks (8 threads: the tree still has three levels)
+CONFIGS = {
+    "block1": LaunchConfig(threads=8, sm_count=1, blocks_per_sm=2, strategy="block", nseg=1),
+    "block3": LaunchConfig(threads=8, sm_count=1, blocks_per_sm=2, strategy="block", nseg=3),
+    "thread1": LaunchConfig(threads=32, sm_count=2, blocks_per_sm=2, strategy="thread", nseg=1),
+    "thread4": LaunchConfig(threads=16, sm_count=1, blocks_per_sm=2, strategy="thread", nseg=4),
+}
+
+
+_KINDS = ["sum", "prod", "max", "min", "and", "or", "logsumexp"]
+# segmented runs (partials + finish kernel) for one kind per combine family: arithmetic,
+# NaN-propagating max, boolean, logsumexp (the simulator is slow; prod/min/or mirror them)
+_SEGMENTED = ["sum", "max", "and", "logsumexp"]
+
+
+@pytest.mark.parametrize("kind,cfg", [(k, c) for c in CONFIGS for k in _KINDS
+                                      if CONFIGS[c].nseg == 1 or k in _SEGMENTED])
+def test_fused_reductions_match_reference(kind, cfg):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-2, 2, (3, 4, 10))
+    x[1, 2, 3] = np.nan if kind in ("max", "min") else x[1, 2, 3]
+    if kind == "prod":
+        x = rng.uniform(0.9, 1.1, x.shape)
+    if CONFIGS[cfg].strategy == "block":    # few outputs, long rows: what the template is for
+        axes_list = [(2,), (1, 2), (0, 1, 2)]
+    else:
+        axes_list = [(0,), (1,), (0, 2)]
+    if kind == "logsumexp":
+        axes_list = [(2,), (1, 2), (0, 1, 2)]
+
+    def f(x):
+        y = ops.mul(ops.sin(x), np.asarray(1.5))
+        outs = [_red(kind, y, ax) for ax in axes_list]
+        return outs + [ops.exp(y)]           # an elementwise output of the same loop
+
+    g = graph_of(f, AVal(x.shape, x.dtype))
+    ex, got, want = run_both(g, [x], config=CONFIGS[cfg])
+    prog = ex.lower()
+    assert not ex.compile_failures
+    strategies = {ks.launch.strategy for ks in prog.kernels.values()
+                  if ks.spec.reduction is not None}
+    assert strategies == {CONFIGS[cfg].strategy}
+    if CONFIGS[cfg].nseg > 1:
+        assert any(ks.finish_key for ks in prog.kernels.values())
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-12)
+
+
+@pytest.mark.parametrize("cfg", ["block1", "block3", "thread4"])
+def test_logsumexp_special_rows(cfg):
+    x = np.random.default_rng(5).uniform(-3, 3, (6, 30)).astype(np.float32)
+    x[0] = -np.inf                       # all -inf: -inf
+    x[1, 7] = np.inf                     # +inf
+    x[2, 11] = np.nan                    # nan
+    x[3, :20] = -np.inf                  # half the row
+    x[4] += 80.0                         # large shift (float32 exp would overflow unshifted)
+    g = graph_of(lambda x: [ops.logsumexp(x, (1,))], AVal(x.shape, x.dtype))
+    ex, got, want = run_both(g, [x], config=CONFIGS[cfg])
+    assert ex.lower().kernels and not ex.compile_failures
+    assert_same(got[0], want[0], 2e-6)
+
+
+def test_float32_sum_accumulates_in_float64():
+    x = np.full(1000, 0.1, np.float32)
+    x[0] = 1e4
+    g = graph_of(lambda x: [ops.reduce_sum(ops.exp(x * np.float32(0)) * x, (0,))],
+                 AVal(x.shape, x.dtype))
+    _ex, got, _ = run_both(g, [x])
+    exact = np.sum(x.astype(np.float64))
+    assert got[0].dtype == np.float32
+    assert abs(float(got[0]) - exact) <= abs(exact) * 6e-8
+
+
+def test_launch_configuration_adapts_to_the_shape():
+    cfg = LaunchConfig(threads=256, sm_count=100)
+    g = graph_of(lambda x: [ops.reduce_sum(ops.exp(x), (1,))], AVal((4, 1_000_000), "float32"))
+    ks = next(iter(numba_cuda.lower(g, config=cfg).kernels.values()))
+    assert ks.launch.strategy == "block" and ks.launch.nseg > 1 and ks.finish_key
+    g = graph_of(lambda x: [ops.reduce_sum(ops.exp(x), (0,))], AVal((1000, 4096), "float32"))
+    ks = next(iter(numba_cuda.lower(g, config=cfg).kernels.values()))
+    assert ks.launch.strategy == "thread" and ks.launch.nseg > 1
+    g = graph_of(lambda x: [ops.exp(x)], AVal((10_000_000,), "float32"))
+    ks = next(iter(numba_cuda.lower(g, config=cfg).kernels.values()))
+    assert ks.launch.strategy == "elementwise" and ks.launch.grid == 100 * 32
+
+
+# --------------------------------------------------------------------------------------------
+# the executor: dispatch over the plan, pool, donation, tiers, fallback
+# --------------------------------------------------------------------------------------------
+
+def _mlp_loss(w1, b1, w2, x, labels):
+    h = fnp.tanh(x @ w1 + b1)
+    logits = h @ w2
+    lse = fnp.logsumexp(logits, axis=1)
+    picked = fnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
+    return fnp.mean(lse - picked)
+
+
+def _mlp_args(dtype, rng):
+    return (rng.standard_normal((12, 16)).astype(dtype) * 0.3,
+            rng.standard_normal(16).astype(dtype) * 0.1,
+            rng.standard_normal((16, 5)).astype(dtype) * 0.3,
+            rng.standard_normal((8, 12)).astype(dtype), rng.integers(0, 5, 8))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_mlp_gradient_mixes_kernels_matmuls_and_gathers(dtype):
+    rng = np.random.default_rng(7)
+    args = _mlp_args(dtype, rng)
+    gfn = ft.value_and_grad(_mlp_loss, argnums=(0, 1, 2))
+    jf = ft.jit(gfn, backend="cuda", eager=True)
+    got = jf(*args)
+    want = gfn(*args)
+    ex = next(iter(jf._cache.values())).run
+    prog = ex.lower()
+    names = [prog.graph.eqns[s.eqn].op.name for s in prog.plan.steps if not isinstance(s, Group)]
+    assert "dot_general" in names and prog.kernels and not ex.compile_failures
+    tol = 2e-5 if dtype == "float32" else 1e-12
+    for a, b in zip(tree_util.tree_leaves(got), tree_util.tree_leaves(want), strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    # a second call with new data reuses the pool: results must not depend on the first call
+    args2 = _mlp_args(dtype, np.random.default_rng(8))
+    got2 = jf(*args2)
+    for a, b in zip(tree_util.tree_leaves(got2), tree_util.tree_leaves(gfn(*args2)),
+                    strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_elementwise_chain_gradient(dtype):
+    def f(x):
+        return fnp.sum(fnp.tanh(fnp.sin(x) * x + fnp.exp(-x ** 2)) * 0.5)
+
+    x = np.linspace(-3, 3, 500).astype(dtype)
+    jf = ft.jit(ft.grad(f), backend="cuda", eager=True)
+    got = jf(x)
+    want = ft.grad(f)(x)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == "float32" else 1e-13,
+                               atol=1e-6 if dtype == "float32" else 1e-14)
+    ex = next(iter(jf._cache.values())).run
+    assert len(ex.lower().kernels) <= 2
+
+
+def test_tiers_pool_reuse_and_escaping_outputs():
+    def f(x):
+        y = fnp.exp(fnp.sin(x))
+        z = fnp.tanh(y * 2.0) + y
+        return z, fnp.cumsum(z), fnp.sort(z)[::-1]        # cumsum/sort/rev: single-op steps
+
+    g = graph_of(lambda x: list(f(x)), AVal((50,), "float64"))
+    ex = Executable(g, arrays=HostArrays(), config=SIM, hot_after=2)
+    xs = [np.linspace(-1, 1, 50) * k for k in (1.0, 2.0, 3.0)]
+    outs = []
+    for i, x in enumerate(xs):
+        outs.append(ex(x))
+        assert ex.compiled == (i >= 1)       # call 1: interpreter; call 2 on: kernels
+    for x, got in zip(xs, outs, strict=True):
+        for a, b in zip(got, numpy_ref.run(g, [x]), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-14)
+    # outputs of different calls never share memory (pooled buffers never escape)
+    assert not np.shares_memory(outs[1][0], outs[2][0])
+
+
+def test_donated_input_buffer_is_reused():
+    g = graph_of(lambda x: [fnp.exp(fnp.sin(x)) * 2.0], AVal((64,), "float64"))
+    ex = Executable(g, arrays=HostArrays(), config=SIM, eager=True, donate=(0,))
+    x = np.linspace(-1, 1, 64)
+    want = np.exp(np.sin(x)) * 2.0
+    out = ex(x)[0]
+    np.testing.assert_allclose(out, want, rtol=1e-14)
+    assert np.shares_memory(out, x)
+
+
+def test_a_kernel_that_fails_to_compile_runs_as_single_ops(monkeypatch):
+    monkeypatch.setitem(cuda_codegen.CUDA_EXPRS, "sinh", "undefined_function({0})")
+    g = graph_of(lambda x: [fnp.sinh(x) * fnp.exp(x)], AVal((20,), "float64"))
+    x = np.linspace(-1, 1, 20)
+    ex = Executable(g, arrays=HostArrays(), config=SIM, eager=True)
+    got = ex(x)[0]
+    assert ex.compile_failures and "undefined_function" in ex.compile_failures[0]
+    np.testing.assert_allclose(got, np.sinh(x) * np.exp(x), rtol=1e-14)
+
+
+def test_jit_lower_shows_the_cuda_source():
+    f = ft.jit(lambda x: fnp.sum(fnp.tanh(x) ** 2, axis=1), backend="cuda")
+    src = f.lower(np.ones((4, 30), np.float32)).source
+    assert "@cuda.jit" in src and "cuda.shared.array" in src and "# ---- steps ----" in src
+
+
+# --------------------------------------------------------------------------------------------
+# the OpCase table under jit(backend="cuda")
+# --------------------------------------------------------------------------------------------
+
+try:
+    from op_cases import CASES
+except ImportError:
+    CASES = []
+
+
+def _fn(c):
+    return functools.partial(c.fn, **c.kwargs) if c.kwargs else c.fn
+
+
+def _rows(grad: bool):
+    rows = []
+    for c in CASES:
+        if any(k in ("traced", "eager") for k, _ in c.xfail):
+            continue
+        if grad and (c.order is None or any(k == "grad" for k, _ in c.xfail)):
+            continue
+        for dt in c.dtypes:
+            dts = c.arg_dtypes(dt)
+            if grad and not any(np.dtype(d).kind == "f" for d in dts):
+                continue
+            if grad and any(np.dtype(d) == np.float32 for d in dts) and len(c.dtypes) > 1:
+                continue
+            if any(np.dtype(d).kind == "c" or np.dtype(d) == np.float16 for d in dts):
+                continue
+            rows.append((c, dt))
+    return rows
+
+
+def _compare(got, want, what, low):
+    gl, wl = tree_util.tree_leaves(got), tree_util.tree_leaves(want)
+    assert len(gl) == len(wl), what
+    for g, w in zip(gl, wl, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, \
+            f"{what}: {g.dtype}{g.shape} != {w.dtype}{w.shape}"
+        if w.dtype.kind in "fc":
+            rtol = 1e-5 if (low or w.dtype == np.float32) else 1e-12
+            scale = np.nanmax(np.abs(w), initial=1.0)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * scale, err_msg=what)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+def _run_table(items):
+    fns, argss, wants, names, lows = [], [], [], [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, fn, args, low, want in items:
+            try:
+                ft.jit(fn).lower(*args)
+            except ft.ConcretizationError:
+                continue                  # value-dependent shapes cannot be jitted
+            fns.append(fn)
+            argss.append(args)
+            names.append(name)
+            lows.append(low)
+            wants.append(want())
+
+    def all_rows(*argss_):
+        return [fn(*a) for fn, a in zip(fns, argss_, strict=True)]
+
+    jf = ft.jit(all_rows, backend="cuda", eager=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = jf(*argss)
+    ex = next(iter(jf._cache.values())).run
+    assert not ex.compile_failures, ex.compile_failures[:3]
+    assert len(ex.lower().kernels) > 50
+    failures = []
+    for name, g, w, low in zip(names, got, wants, lows, strict=True):
+        try:
+            _compare(g, w, name, low)
+        except AssertionError as e:
+            failures.append(f"{name}: {str(e)[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.skipif(not CASES, reason="no OpCase table")
+def test_op_table_values_under_cuda():
+    items = []
+    for c, dt in _rows(grad=False):
+        fn, args = _fn(c), c.make_args(dt)
+        items.append((f"{c.name}[{dt}]", fn, args, False,
+                      functools.partial(lambda fn, a: ft.trace(fn)(*a)(*a), fn, args)))
+    _run_table(items)
+
+
+def _grad_item(c, dt):
+    args = c.make_args(dt)
+    fidx = [i for i, d in enumerate(c.arg_dtypes(dt)) if np.dtype(d).kind == "f"]
+    fn = _fn(c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outs = tree_util.tree_leaves(fn(*args))
+    rng = np.random.default_rng(1234)
+    weights = [rng.standard_normal(np.shape(o)).astype(
+        np.asarray(o).dtype if np.asarray(o).dtype.kind == "f" else args[fidx[0]].dtype)
+        for o in outs]
+
+    def loss(*fargs):
+        full = list(args)
+        for i, a in zip(fidx, fargs, strict=True):
+            full[i] = a
+        total = 0.0
+        for o, w in zip(tree_util.tree_leaves(fn(*full)), weights, strict=True):
+            if np.dtype(o.dtype) != w.dtype:
+                o = fnp.asarray(o, dtype=w.dtype)
+            total = total + fnp.sum(o * w)
+        return total
+
+    g = ft.grad(loss, argnums=tuple(range(len(fidx))))
+    low = any(np.asarray(o).dtype == np.float32 for o in outs) or any(
+        np.dtype(d) == np.float32 for d in c.arg_dtypes(dt))
+    fargs = [args[i] for i in fidx]
+    return (f"grad {c.name}[{dt}]", g, fargs, low, functools.partial(g, *fargs))
+
+
+@pytest.mark.skipif(not CASES, reason="no OpCase table")
+def test_op_table_grads_under_cuda():
+    _run_table([_grad_item(c, dt) for c, dt in _rows(grad=True)])

@@ -1,0 +1,159 @@
+"""The CUDA backend on a real GPU (issue #7): cupy interop, streams, large launches.
+
+Marked ``gpu``; the whole module skips cleanly without cupy or a GPU (``cupy.is_available()``;
+numba's ``cuda.is_available()`` is True under the simulator, so it is not the test), and under
+``NUMBA_ENABLE_CUDASIM=1``. The simulator covers the code generation and the executor on small
+inputs (tests/cuda_sim_cases.py); this file covers what only a GPU can: kernels taking cupy
+arrays through ``__cuda_array_interface__``, multi-block and segmented reductions at real
+sizes, cuBLAS/CUB steps, streams, donation, and ``fnp`` on cupy arrays outside transforms.
+benchmarks/gpu_check.py runs the whole OpCase table and the timings.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+    pytest.skip("NUMBA_ENABLE_CUDASIM is set: no real GPU in this process",
+                allow_module_level=True)
+cp = pytest.importorskip("cupy", reason="cupy is not installed (pip install functrace[cuda13])")
+try:
+    _ok = bool(cp.is_available())
+except Exception:
+    _ok = False
+if not _ok:
+    pytest.skip("no GPU found: cupy.is_available() is False", allow_module_level=True)
+
+import functrace as ft  # noqa: E402
+import functrace.numpy as fnp  # noqa: E402
+from functrace import tree_util  # noqa: E402
+from functrace.backends import numba_cuda  # noqa: E402
+
+
+def _host(x):
+    return tree_util.tree_map(lambda a: cp.asnumpy(a) if isinstance(a, cp.ndarray) else a, x)
+
+
+def _close(got, want, rtol):
+    for g, w in zip(tree_util.tree_leaves(got), tree_util.tree_leaves(want), strict=True):
+        assert isinstance(g, cp.ndarray), type(g)
+        g = cp.asnumpy(g)
+        assert g.dtype == np.asarray(w).dtype and g.shape == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1.0, np.abs(w).max()))
+
+
+def test_device_put_and_get_round_trip_pytrees():
+    x = {"a": np.arange(6.0).reshape(2, 3), "b": [np.ones(3, np.float32)]}
+    d = ft.device_put(x)
+    assert isinstance(d["a"], cp.ndarray) and d["b"][0].dtype == np.float32
+    assert ft.device_put(d)["a"] is d["a"]          # already resident: not copied
+    back = ft.device_get(d)
+    assert type(back["a"]) is np.ndarray
+    np.testing.assert_array_equal(back["a"], x["a"])
+    assert ft.device.array_module(d["a"]) is cp
+
+
+def test_fnp_on_cupy_arrays_outside_transforms_computes_with_cupy():
+    x = cp.linspace(-1, 1, 12).reshape(3, 4)
+    h = cp.asnumpy(x)
+    cases = [(fnp.sin(x), np.sin(h)), (fnp.exp(x) * 2 + 1, np.exp(h) * 2 + 1),
+             (fnp.sum(x, axis=1), h.sum(1)), (fnp.mean(x), h.mean()),
+             (fnp.maximum(x, 0.0), np.maximum(h, 0.0)), (fnp.where(x > 0, x, -x), np.abs(h)),
+             (x @ fnp.transpose(x), h @ h.T), (fnp.reshape(x, (4, 3)), h.reshape(4, 3)),
+             (fnp.concatenate([x, x]), np.concatenate([h, h])), (fnp.tanh(x).T, np.tanh(h).T)]
+    for got, want in cases:
+        assert isinstance(got, cp.ndarray), type(got)
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-12)
+
+
+def chain(x):
+    return fnp.sum(fnp.tanh(fnp.sin(x) * x + fnp.exp(-x ** 2)) * 0.5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_chain_gradient_on_a_million_elements(dtype):
+    x = np.linspace(-4, 4, 1_000_003).astype(dtype)
+    jf = ft.jit(ft.value_and_grad(chain), backend="cuda", eager=True)
+    got = jf(cp.asarray(x))
+    want = ft.value_and_grad(chain)(x)
+    _close(got, want, 2e-5 if dtype == "float32" else 1e-11)
+
+
+def test_reductions_at_real_sizes_use_both_templates_and_segments():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 2_000_000)).astype(np.float32)
+    b = rng.standard_normal((100_000, 64)).astype(np.float64)
+    c = rng.standard_normal((8, 300_000)).astype(np.float64)
+
+    def f(a, b, c):
+        return (fnp.sum(fnp.exp(a * 0.1), axis=1), fnp.max(fnp.sin(b), axis=0),
+                fnp.logsumexp(c, axis=1), fnp.min(b * 2.0), fnp.sum(fnp.cos(b), axis=1))
+
+    jf = ft.jit(f, backend="cuda", eager=True)
+    got = jf(*map(cp.asarray, (a, b, c)))
+    _close(got, f(a, b, c), 2e-5)
+    prog = next(iter(jf._cache.values())).run.lower()
+    launches = {(ks.launch.strategy, ks.launch.nseg > 1) for ks in prog.kernels.values()}
+    assert ("block", True) in launches and ("thread", True) in launches
+
+
+def _mlp_loss(w1, b1, w2, x, labels):
+    h = fnp.tanh(x @ w1 + b1)
+    logits = h @ w2
+    return fnp.mean(fnp.logsumexp(logits, axis=1)
+                    - fnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_mlp_gradient(dtype):
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((784, 256)).astype(dtype) * 0.05,
+            np.zeros(256, dtype), rng.standard_normal((256, 10)).astype(dtype) * 0.05,
+            rng.standard_normal((512, 784)).astype(dtype), rng.integers(0, 10, 512)]
+    g = ft.value_and_grad(_mlp_loss, argnums=(0, 1, 2))
+    got = ft.jit(g, backend="cuda", eager=True)(*map(cp.asarray, args))
+    _close(got, g(*args), 1e-4 if dtype == "float32" else 1e-10)
+
+
+def test_calls_from_a_non_default_stream_are_ordered_by_events():
+    f = ft.jit(lambda x: fnp.exp(fnp.sin(x)) * 2.0, backend="cuda", eager=True)
+    x = np.linspace(-1, 1, 4_000_000)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        xd = cp.asarray(x) + 1.0             # queued on s: the call must wait for it
+        y = f(xd)
+        z = y * 3.0                          # queued on s after the call's work
+    s.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(z), np.exp(np.sin(x + 1.0)) * 6.0, rtol=1e-12)
+
+
+def test_donated_input_is_reused_and_outputs_stay_on_the_device():
+    f = ft.jit(lambda x: fnp.tanh(x) * 2.0, backend="cuda", eager=True, donate_argnums=0)
+    x = cp.linspace(-1, 1, 10_000)
+    ptr = x.data.ptr
+    want = np.tanh(cp.asnumpy(x)) * 2.0
+    y = f(x)
+    assert isinstance(y, cp.ndarray) and y.data.ptr == ptr
+    np.testing.assert_allclose(cp.asnumpy(y), want, rtol=1e-12)
+
+
+def test_host_inputs_are_copied_and_the_interpreter_tier_runs_on_cupy():
+    g = ft.jit(ft.grad(chain), backend="cuda")     # not eager: call 1 is the interpreter
+    x = np.linspace(-2, 2, 1000)
+    first = g(x)
+    ex = next(iter(g._cache.values())).run
+    assert isinstance(first, cp.ndarray) and not ex.compiled
+    second = g(x)
+    assert ex.compiled
+    np.testing.assert_allclose(cp.asnumpy(first), cp.asnumpy(second), rtol=1e-12)
+    np.testing.assert_allclose(cp.asnumpy(second), ft.grad(chain)(x), rtol=1e-12)
+
+
+def test_availability_is_reported_as_usable():
+    assert numba_cuda.unavailable_reason() is None
+    assert isinstance(numba_cuda.default_arrays(), numba_cuda.CupyArrays)
