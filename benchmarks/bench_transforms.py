@@ -6,7 +6,8 @@ Rows (medians of repeated timings; ratios against the peer named in the row):
 * vmap(f) over a batch of 256 on the reference interpreter vs f written by hand for the batch
 * full Hessian of the extended Rosenbrock function, n=200: functrace (interpreter tier) vs
   the analytic numpy Hessian, autograd, JAX eager and jax.jit (when installed)
-* per-example gradients of an MLP loss for 256 examples vs jax.jit(vmap(grad)) and a loop
+* per-example gradients of an MLP loss for 256 examples vs jax.jit(vmap(grad)) and a loop,
+  on the interpreter and under ft.jit
 Every result is checked against the reference answer before it is timed.
 """
 
@@ -73,6 +74,11 @@ def main():
     t_ft = median_time(lambda: h(x))
     t_an = median_time(lambda: rosen_hessian(x))
     rows.append(("Hessian n=200: functrace / analytic numpy", t_ft, t_an))
+    hj = ft.jit(ft.hessian(rosen(fnp)))
+    np.testing.assert_allclose(hj(x), ref, rtol=1e-12, atol=1e-9)
+    hj(x)
+    t_hj = median_time(lambda: hj(x))
+    rows.append(("Hessian n=200: ft.jit / analytic numpy", t_hj, t_an))
     try:
         import autograd
         import autograd.numpy as anp
@@ -94,8 +100,8 @@ def main():
                      median_time(lambda: jh(x).block_until_ready(), repeat=3)))
         jj = jax.jit(jh)
         jj(x).block_until_ready()
-        rows.append(("Hessian n=200: functrace / jax.jit", t_ft,
-                     median_time(lambda: jj(x).block_until_ready())))
+        t_jj = median_time(lambda: jj(x).block_until_ready())
+        rows.append(("Hessian n=200: ft.jit / jax.jit", t_hj, t_jj))
     except ImportError:
         pass
 
@@ -114,6 +120,10 @@ def main():
     t_pe = median_time(lambda: pe(P, X, Y))
     t_loop = median_time(lambda: [ft.grad(loss)(P, x, y) for x, y in zip(X, Y)], repeat=3)
     rows.append(("per-example grads: vmap(grad) / loop of grad", t_pe, t_loop))
+    pej = ft.jit(pe)
+    np.testing.assert_allclose(pej(P, X, Y)["w1"], got["w1"], rtol=1e-12)
+    pej(P, X, Y)
+    t_pej = median_time(lambda: pej(P, X, Y))
     if have_jax:
         def jloss(p, x, y):
             h = jnp.tanh(x @ p["w1"])
@@ -121,8 +131,9 @@ def main():
         jpe = jax.jit(jax.vmap(jax.grad(jloss), in_axes=(None, 0, 0)))
         jpe(P, X, Y)["w1"].block_until_ready()
         np.testing.assert_allclose(np.asarray(jpe(P, X, Y)["w1"]), got["w1"], rtol=1e-10)
-        rows.append(("per-example grads: functrace interp / jax.jit", t_pe,
-                     median_time(lambda: jpe(P, X, Y)["w1"].block_until_ready())))
+        t_jpe = median_time(lambda: jpe(P, X, Y)["w1"].block_until_ready())
+        rows.append(("per-example grads: functrace interp / jax.jit", t_pe, t_jpe))
+        rows.append(("per-example grads: ft.jit / jax.jit", t_pej, t_jpe))
 
     print(f"{'measure':<50}{'functrace':>12}{'peer':>12}{'ratio':>8}")
     for name, a, b in rows:

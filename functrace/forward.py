@@ -267,7 +267,13 @@ def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux):
             basis_avals = [g.inputs[i].aval for i in wrt]
         n = sum(a.size for a in basis_avals)
         chunk = n if not chunk_size else min(int(chunk_size), n)
-        bg = batch_graph(grads_only, [None] * n_in + [0] * len(basis_avals), max(chunk, 1))
+        if n == 1:
+            # one basis vector (the gradient of a scalar): no batch axis to push through the
+            # graph, just a unit axis on the way in and out (keeps hessian = jacfwd(jacrev)
+            # free of size-1 batch dimensions)
+            bg = _unit_batch(grads_only, n_in, basis_avals)
+        else:
+            bg = batch_graph(grads_only, [None] * n_in + [0] * len(basis_avals), max(chunk, 1))
         aux_graph = None
         if has_aux:
             aux_graph = dce(Graph(g.inputs, g.eqns, g.outputs[n_out_main:]))
@@ -306,6 +312,21 @@ def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux):
             tree_util.tree_structure(main_ex[1]), _run(aux_graph, base))
         return res, aux
     return res
+
+
+def _unit_batch(g: Graph, n_in: int, basis_avals) -> Graph:
+    """``g`` with a leading unit axis added to its basis inputs and to its outputs."""
+    from . import ops
+    from .tracing import eval_graph, trace_to_graph
+
+    def run(*args):
+        base, basis = list(args[:n_in]), args[n_in:]
+        outs = eval_graph(g, base + [ops.reshape(b, b.shape[1:]) for b in basis])
+        return [ops.reshape(o, (1,) + tuple(np.shape(o) if not isinstance(o, Tracer)
+                                            else o.shape)) for o in outs]
+    avals = [v.aval for v in g.inputs[:n_in]] + [AVal((1,) + a.shape, a.dtype)
+                                                  for a in basis_avals]
+    return trace_to_graph(run, avals).graph
 
 
 def _basis(avals, start, stop, chunk):
