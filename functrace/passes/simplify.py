@@ -6,7 +6,8 @@ immutable graph that keeps the graph's inputs and output types. Imports core and
 Rewrites applied by ``simplify`` (only when the result's type equals the equation's type):
 ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x``, ``x / 1``, ``x ** 1`` -> ``x``;
 ``0 - x``, ``x * -1`` -> ``-x``; ``--x`` -> ``x``; identity reshape/transpose/convert;
-``select(c, x, x)`` -> ``x``; a broadcast 0-d operand of an elementwise op is used directly.
+``select(c, x, x)`` -> ``x``; chains of reshapes or of transposes become one; a broadcast
+0-d operand of an elementwise op is used directly.
 ``x * 0`` -> ``0`` only when ``x`` is a literal: a traced ``x`` may be inf or NaN, and
 ``inf * 0`` is NaN. ``x + 0 -> x`` may turn ``-0.0 + 0.0 = +0.0`` into ``-0.0``, as XLA's
 simplifier does; no comparison and no sign-insensitive function can tell the difference.
@@ -195,10 +196,29 @@ def simplify(g: Graph) -> Graph:
                 repl = p.inputs[0]
         elif name == "integer_pow" and e.params["y"] == 1 and same_type(ins[0], out):
             repl = ins[0]
-        elif name in ("convert_element_type", "reshape", "transpose", "stop_gradient_never") \
+        elif name in ("convert_element_type", "reshape", "transpose") \
                 and same_type(ins[0], out):
             if name != "transpose" or e.params["permutation"] == tuple(range(out.aval.ndim)):
                 repl = ins[0]
+        elif name in ("reshape", "transpose") and isinstance(ins[0], Var):
+            p = producer.get(ins[0])
+            if p is not None and p.op.name == name:
+                # reshape(reshape(x)) -> reshape(x); transpose(transpose(x)) -> one transpose
+                inner = p.inputs[0]
+                if name == "reshape":
+                    params = e.params
+                else:
+                    perm1, perm2 = p.params["permutation"], e.params["permutation"]
+                    params = {"permutation": tuple(perm1[i] for i in perm2)}
+                if name == "reshape" and inner.aval.shape == out.aval.shape:
+                    repl = inner
+                elif name == "transpose" and params["permutation"] == tuple(
+                        range(out.aval.ndim)):
+                    repl = inner
+                else:
+                    ins = (inner,)
+                    e = Eqn(e.op, ins, params, e.outputs, e.source)
+                    changed = True
         elif name == "select" and ins[1] == ins[2] and same_type(ins[1], out):
             repl = ins[1]
         elif name == "broadcast_in_dim" and ins[0].aval.shape == ():
