@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core import AVal, Graph, Lit, Var
 from ..passes.fusion import Group, OpStep, plan_fusion
-from ..passes.memory import plan_buffers
+from ..passes.memory import escaping_values, plan_buffers, step_io
 from . import numpy_ref
 from .codegen import Unsupported, build_spec
 from .cpu_target import CPU_EXPRS, fusible, kernel_module_source, prefer_kernel
@@ -40,33 +40,8 @@ def fold_constants_any_size(g: Graph) -> Graph:
     pads and arithmetic on constant basis matrices from ``jacfwd``, ...), however large: the
     result becomes a literal the kernels read. (``passes.simplify`` folds only small ones,
     to keep graphs printable; here the graph is about to run.)"""
-    from ..core import Eqn
-    env: dict = {}
-    eqns = []
-    changed = False
-    for e in g.eqns:
-        ins = tuple(env.get(a, a) if isinstance(a, Var) else a for a in e.inputs)
-        if (ins and all(isinstance(a, Lit) for a in ins) and not any(
-                isinstance(v, Graph) for v in e.params.values())
-                and all(o.aval.size <= _FOLD_LIMIT for o in e.outputs)):
-            try:
-                res = e.op.impl(*[a.val for a in ins], **e.params)
-            except Exception:
-                res = None
-            if res is not None:
-                res = res if e.op.multiple_results else (res,)
-                for o, r in zip(e.outputs, res):
-                    env[o] = Lit(np.asarray(r, dtype=o.aval.dtype).reshape(o.aval.shape))
-                changed = True
-                continue
-        if ins != e.inputs:
-            e = Eqn(e.op, ins, e.params, e.outputs, e.source)
-            changed = True
-        eqns.append(e)
-    if not changed:
-        return g
-    return Graph(g.inputs, eqns, [env.get(a, a) if isinstance(a, Var) else a
-                                  for a in g.outputs])
+    from ..passes.simplify import fold_constants
+    return fold_constants(g, max_size=_FOLD_LIMIT, keep_scalar_broadcasts=False)
 
 
 #: contractions with at most this many multiply-adds become fused loops, not BLAS calls
@@ -206,26 +181,8 @@ class Program:
         g = self.graph
         steps = self.plan.steps
         eqns = g.eqns
-        reads, writes = [], []
-        for s in steps:
-            if isinstance(s, Group):
-                ks = self.kernels[s.id]
-                reads.append([a for a, _ in ks.binding.operands if isinstance(a, Var)])
-                w = [v for v, _ in ks.binding.outputs]
-                if ks.binding.reduction is not None:
-                    w.append(ks.binding.reduction[0])
-                writes.append(w)
-            else:
-                e = eqns[s.eqn]
-                reads.append([a for a in e.inputs if isinstance(a, Var)])
-                writes.append(list(e.outputs))
-        # escaping values: graph outputs and whatever an op step may return a view of
-        escaping = {a for a in g.outputs if isinstance(a, Var)}
-        for s in reversed(steps):
-            if isinstance(s, OpStep):
-                e = eqns[s.eqn]
-                if not _fresh_result(e) and any(o in escaping for o in e.outputs):
-                    escaping.update(a for a in e.inputs if isinstance(a, Var))
+        reads, writes = step_io(g, steps, lambda s: self.kernels[s.id].binding)
+        escaping = escaping_values(g, steps, _fresh_result)
         kernel_out = set()
         for w, s in zip(writes, steps):
             if isinstance(s, Group):

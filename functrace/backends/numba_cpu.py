@@ -33,11 +33,9 @@ and ``cpu_scalar.py`` so editing them invalidates dependent kernels.
 from __future__ import annotations
 
 import builtins
-import importlib.util
 import logging
 import os
 import sys
-import tempfile
 import threading
 import time
 
@@ -47,6 +45,7 @@ from ..core import Graph
 from . import numpy_ref
 from .cpu_driver import KernelStep, Program
 from .cpu_target import CPU_EXPRS, fusible, prefer_kernel
+from .modfiles import cache_dir, load_source_module
 
 __all__ = ["compile", "lower", "Executable", "Program", "CPU_EXPRS", "fusible",
            "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel",
@@ -58,20 +57,8 @@ log = logging.getLogger("functrace")
 # kernel modules and the disk cache
 # --------------------------------------------------------------------------------------------
 
-def cache_dir() -> str:
-    """Where kernel modules live: ``$FUNCTRACE_CACHE_DIR`` or ``~/.cache/functrace/kernels``."""
-    d = os.environ.get("FUNCTRACE_CACHE_DIR")
-    if not d:
-        d = os.path.join(os.path.expanduser("~"), ".cache", "functrace", "kernels")
-    return d
-
-
 _kernels: dict[str, object] = {}     # key -> numba dispatcher (shared by every graph)
 _kernel_lock = threading.RLock()
-
-
-def _module_path(key: str) -> str:
-    return os.path.join(cache_dir(), f"ftk_{key}.py")
 
 
 def is_cached_on_disk(key: str) -> bool:
@@ -97,24 +84,7 @@ def load_kernel(key: str, source: str):
         k = _kernels.get(key)
         if k is not None:
             return k
-        path = _module_path(key)
-        if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
-        name = f"functrace_kernels.ftk_{key}"
-        mod = sys.modules.get(name)
-        if mod is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            try:
-                spec.loader.exec_module(mod)
-            except BaseException:
-                del sys.modules[name]
-                raise
+        mod = load_source_module("functrace_kernels", "ftk_", key, source)
         k = _kernels[key] = mod.kernel
         return k
 

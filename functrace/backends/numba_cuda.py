@@ -42,20 +42,18 @@ that fails to compile is logged and its group runs as single ops instead.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
 
 import numpy as np
 
 from ..core import Graph, Lit, Var
-from ..passes.fusion import Group, OpStep, plan_fusion
-from ..passes.memory import plan_buffers
+from ..passes.fusion import Group, plan_fusion
+from ..passes.memory import escaping_values, plan_buffers, step_io
 from . import cuda_codegen as cg
 from .codegen import Unsupported, build_spec, spec_key
 from .cuda_device import (
@@ -67,6 +65,7 @@ from .cuda_device import (
     simulator_enabled,
     unavailable_reason,
 )
+from .modfiles import load_source_module
 
 __all__ = ["compile", "lower", "Executable", "Program", "LaunchConfig", "HostArrays",
            "CupyArrays", "default_arrays", "simulator_enabled", "check_available",
@@ -167,13 +166,6 @@ def module_source(body: str) -> tuple[str, str]:
     return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)
 
 
-def cache_dir() -> str:
-    d = os.environ.get("FUNCTRACE_CACHE_DIR")
-    if not d:
-        d = os.path.join(os.path.expanduser("~"), ".cache", "functrace", "kernels")
-    return d
-
-
 _modules: dict[str, object] = {}
 _module_lock = threading.RLock()
 
@@ -188,22 +180,7 @@ def load_module(key: str, source: str):
         mod = _modules.get(key)
         if mod is not None:
             return mod
-        path = os.path.join(cache_dir(), f"ftc_{key}.py")
-        if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
-        name = f"functrace_cuda_kernels.ftc_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            del sys.modules[name]
-            raise
+        mod = load_source_module("functrace_cuda_kernels", "ftc_", key, source)
         if simulator_enabled():
             mod.math = SimMath
         _modules[key] = mod
@@ -291,26 +268,9 @@ class Program:
         self._plan_buffers()
 
     def _plan_buffers(self):
-        g, steps, eqns = self.graph, self.plan.steps, self.graph.eqns
-        reads, writes = [], []
-        for s in steps:
-            if isinstance(s, Group):
-                ks = self.kernels[s.id]
-                reads.append([a for a, _ in ks.binding.operands if isinstance(a, Var)])
-                w = [v for v, _ in ks.binding.outputs]
-                if ks.binding.reduction is not None:
-                    w.append(ks.binding.reduction[0])
-                writes.append(w)
-            else:
-                e = eqns[s.eqn]
-                reads.append([a for a in e.inputs if isinstance(a, Var)])
-                writes.append(list(e.outputs))
-        escaping = {a for a in g.outputs if isinstance(a, Var)}
-        for s in reversed(steps):
-            if isinstance(s, OpStep):
-                e = eqns[s.eqn]
-                if not _fresh_result(e) and any(o in escaping for o in e.outputs):
-                    escaping.update(a for a in e.inputs if isinstance(a, Var))
+        g, steps = self.graph, self.plan.steps
+        reads, writes = step_io(g, steps, lambda s: self.kernels[s.id].binding)
+        escaping = escaping_values(g, steps, _fresh_result)
         kernel_out = {v for w, s in zip(writes, steps) if isinstance(s, Group) for v in w}
 
         def inplace_ok(k, v):

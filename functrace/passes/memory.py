@@ -131,3 +131,40 @@ def plan_buffers(reads: Sequence[Sequence[Var]], writes: Sequence[Sequence[Var]]
         used = set(donated_slot.values())
         donor_free.extend(d for d in donor_release.get(s, []) if d[0] not in used)
     return BufferPlan(slot_of, sizes, donated_slot, frees_after)
+
+
+def step_io(graph, steps, binding_of: Callable) -> tuple[list, list]:
+    """Per step of a fusion plan, the Vars it reads and writes.
+
+    ``binding_of(group)`` gives a kernel's binding (``operands``: (atom, ...) pairs,
+    ``outputs``: (var, ...) pairs, ``reduction``: None or (var, ...)); an op step reads and
+    writes its equation's Vars."""
+    from .fusion import Group
+    reads, writes = [], []
+    for s in steps:
+        if isinstance(s, Group):
+            b = binding_of(s)
+            reads.append([a for a, _ in b.operands if isinstance(a, Var)])
+            w = [v for v, _ in b.outputs]
+            if b.reduction is not None:
+                w.append(b.reduction[0])
+            writes.append(w)
+        else:
+            e = graph.eqns[s.eqn]
+            reads.append([a for a in e.inputs if isinstance(a, Var)])
+            writes.append(list(e.outputs))
+    return reads, writes
+
+
+def escaping_values(graph, steps, fresh_result: Callable) -> set:
+    """Values that reach the caller: the graph's outputs, and whatever an op step whose
+    result may be a view of its inputs (``not fresh_result(eqn)``) reads to produce them.
+    Such values must never live in a reused pool buffer."""
+    from .fusion import OpStep
+    escaping = {a for a in graph.outputs if isinstance(a, Var)}
+    for s in reversed(steps):
+        if isinstance(s, OpStep):
+            e = graph.eqns[s.eqn]
+            if not fresh_result(e) and any(o in escaping for o in e.outputs):
+                escaping.update(a for a in e.inputs if isinstance(a, Var))
+    return escaping

@@ -75,16 +75,21 @@ def cse(g: Graph) -> Graph:
     return _rebuild(g, eqns, env) if changed else g
 
 
-def fold_constants(g: Graph) -> Graph:
-    """Evaluate equations whose inputs are all literals and whose result is small."""
+def fold_constants(g: Graph, max_size: int = _FOLD_MAX_SIZE,
+                   keep_scalar_broadcasts: bool = True) -> Graph:
+    """Evaluate equations whose inputs are all literals and whose result has at most
+    ``max_size`` elements. Graphs meant to be read keep results small (and broadcasts of
+    scalars as broadcasts); an executor about to run a graph folds far larger ones."""
     env: dict[Var, Var | Lit] = {}
     eqns = []
     changed = False
     for e in g.eqns:
         ins = tuple(_subst(env, a) for a in e.inputs)
-        scalar_bcast = e.op.name == "broadcast_in_dim" and ins[0].aval.shape == ()
+        scalar_bcast = (keep_scalar_broadcasts and e.op.name == "broadcast_in_dim"
+                        and ins[0].aval.shape == ())
         if (ins and all(isinstance(a, Lit) for a in ins) and not scalar_bcast
-                and all(o.aval.size <= _FOLD_MAX_SIZE for o in e.outputs)):
+                and not any(isinstance(v, Graph) for v in e.params.values())
+                and all(o.aval.size <= max_size for o in e.outputs)):
             try:
                 res = e.op.impl(*[a.val for a in ins], **e.params)
             except Exception:   # leave it to run time, where the error surfaces properly
