@@ -15,25 +15,25 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import nn, test_util, tree_util
-from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where, stop_gradient, trace,
-                  value_and_grad, vjp)
-from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
+from . import device, nn, test_util, tree_util
+from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
+                  stop_gradient, trace, value_and_grad, vjp)
 from .core import AVal, Graph, verify
+from .device import device_get, device_put
 from .errors import (BackendError, ConcretizationError, FunctraceError, FunctraceWarning,
                      MissingRuleError, ShapeError, TracerLeakError)
+from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
-from . import device  # noqa: E402  (issue #7: GPU placement)
-from .device import device_get, device_put
 from .symbol import Symbol
 from .tracing import ShapeDtype
-from . import autograd  # noqa: E402  (MXNet-style imperative API, the top layer)
+from . import autograd  # the MXNet-style imperative API: the top layer, imported last
 
 __version__ = "0.1.0"
 
-__all__ = ["jit", "trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
-           "jacrev", "jacobian", "hessian", "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp",
-           "checkpoint", "remat", "safe_where", "Symbol", "ShapeDtype", "AVal", "Graph", "verify",
-           "tree_util", "nn", "test_util", "autograd",
-           "FunctraceError", "FunctraceWarning", "ShapeError", "ConcretizationError", "MissingRuleError",
-           "BackendError", "TracerLeakError", "device_put", "device_get", "device"]
+__all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
+           "jacrev", "jacobian", "hessian", "jit", "stop_gradient", "clear_caches",
+           "custom_vjp", "custom_jvp", "checkpoint", "remat", "safe_where", "Symbol",
+           "ShapeDtype", "AVal", "Graph", "verify", "device_put", "device_get", "device",
+           "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
+           "ShapeError", "ConcretizationError", "MissingRuleError", "BackendError",
+           "TracerLeakError"]

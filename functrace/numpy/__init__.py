@@ -16,14 +16,15 @@ from __future__ import annotations
 import numpy as _np
 
 from ..tracing import Tracer as _Tracer
-from . import _core, _creation, _indexing, _products, _reductions, _shape, _ufuncs
+from . import _core, _creation, _indexing, _products, _reductions, _shape, _ufuncs  # noqa: F401
 from ._creation import *  # noqa: F403
-from ._indexing import AtIndexer, nonzero, argwhere, flatnonzero, take, take_along_axis
+from ._indexing import (  # noqa: F401  (re-exported)
+    AtIndexer, argwhere, flatnonzero, nonzero, take, take_along_axis)
 from ._products import *  # noqa: F403
 from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
 from ._ufuncs import *  # noqa: F403
-from . import linalg  # noqa: E402
+from . import linalg  # noqa: F401  (fnp.linalg; imported last: it uses the rest)
 
 # dtypes and constants, exactly numpy's objects
 (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_,
@@ -36,7 +37,7 @@ from . import linalg  # noqa: E402
     _np.result_type, _np.promote_types, _np.can_cast, _np.finfo, _np.iinfo, _np.issubdtype,
     _np.floating, _np.integer, _np.number, _np.inexact, _np.complexfloating,
     _np.signedinteger, _np.unsignedinteger)
-bool = _np.bool_  # noqa: A001
+bool = _np.bool_
 
 
 def at(x):
@@ -97,7 +98,7 @@ def _install_tracer_methods():
                      "nonzero": _indexing.nonzero}.items():
         setattr(T, name, (lambda f: lambda self, *a, **k: f(self, *a, **k))(fn))
 
-    def clip(self, min=None, max=None, **kw):  # noqa: A002
+    def clip(self, min=None, max=None, **kw):
         return _ufuncs.clip(self, min, max)
 
     def reshape(self, *shape, order="C"):

@@ -225,7 +225,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     return np.geomspace(start, stop, num, endpoint, dtype, axis)
 
 
-def array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, **kwargs):  # noqa: A002
+def array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, **kwargs):
     """numpy.array; nested sequences containing traced values are stacked.
 
     Example:

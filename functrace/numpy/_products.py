@@ -89,7 +89,7 @@ def dot(a, b, out=None):
     x, y = _promote(a, b)
     if x.ndim == 0 or y.ndim == 0:
         return ops.mul(*_bc(x, y))
-    if y.ndim == 1 or x.ndim == 1 and y.ndim <= 2:
+    if y.ndim == 1 or (x.ndim == 1 and y.ndim <= 2):
         return matmul(x, y)
     return ops.dot_general(x, y, (((x.ndim - 1,), (y.ndim - 2,)), ((), ())))
 

@@ -30,7 +30,7 @@ def _count(shape, axes):
     return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=None):  # noqa: A001
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=None):
     """numpy.sum.
 
     Example:
@@ -157,8 +157,8 @@ def _minmax(name, npfn, prim):
     return f
 
 
-max = _minmax("max", np.max, ops.reduce_max)  # noqa: A001
-min = _minmax("min", np.min, ops.reduce_min)  # noqa: A001
+max = _minmax("max", np.max, ops.reduce_max)
+min = _minmax("min", np.min, ops.reduce_min)
 amax, amin = max, min
 
 
@@ -271,7 +271,7 @@ def _scan(name, npfn, prim):
     f.__doc__ = (f"numpy.{name}.\n\nExample:\n    >>> import functrace.numpy as fnp, numpy as np"
                  f"\n    >>> fnp.{name}(np.array([1.0, 2.0, 3.0]))\n"
                  f"    array([1., {'3' if name == 'cumsum' else '2'}., "
-                 f"{'6' if name == 'cumsum' else '6'}.])\n")
+                 "6.])\n")
     return f
 
 
@@ -298,8 +298,8 @@ def _logical(name, npfn, prim):
     return f
 
 
-all = _logical("all", np.all, ops.reduce_and)  # noqa: A001
-any = _logical("any", np.any, ops.reduce_or)  # noqa: A001
+all = _logical("all", np.all, ops.reduce_and)
+any = _logical("any", np.any, ops.reduce_or)
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):

@@ -262,7 +262,7 @@ def sinc(x, /):
     return ops.sinc(cast(x, result_dtype_like_numpy(np.sinc, x.dtype)))   # ints: float64
 
 
-def round(a, decimals=0, out=None):  # noqa: A001 - numpy's name
+def round(a, decimals=0, out=None):
     """numpy.round (half to even); zero gradient.
 
     Example:
