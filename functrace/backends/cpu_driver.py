@@ -485,11 +485,14 @@ def _operand_expr(expr, aval, perm, shape):
 def _dot_expr(e, ops_, out) -> str:
     """``np.matmul`` source for a dot_general whose operands ``ops_`` are already laid out
     by ``_operand_expr`` (BLAS; transposes are views), writing into ``out`` when given."""
-    mn = _dot_dims(e)[1]
+    ((_, sa), (_, sb)), mn = _dot_dims(e)
     a, b = ops_
+    # K == 1 (an outer product, e.g. per-example weight gradients): a broadcast multiply is
+    # about twice as fast as matmul's K=1 path
+    fn = "np.multiply" if len(sa) == len(sb) and sa[-1] == 1 else "np.matmul"
     if out is not None:
-        return f"np.matmul({a}, {b}, out={out})"
-    expr = f"np.matmul({a}, {b})"
+        return f"{fn}({a}, {b}, out={out})"
+    expr = f"{fn}({a}, {b})"
     if tuple(mn) != e.outputs[0].aval.shape:
         expr = f"{expr}.reshape({e.outputs[0].aval.shape!r})"
     return expr

@@ -63,6 +63,8 @@ def _dg_impl(x, y, *, dimension_numbers):
     K = math.prod([xs[d] for d in xc])
     a = (x if pa is None else x.transpose(pa)).reshape(B, M, K)
     b = (y if pb is None else y.transpose(pb)).reshape(B, K, N)
+    if K == 1:   # an outer product: a broadcast multiply beats matmul's K=1 path by ~2x
+        return np.multiply(a, b).reshape(bshape + xfs + yfs)
     if B == 1:   # 2-d BLAS call: transposed operands are passed as flags, not copied
         return np.dot(a[0], b[0]).reshape(bshape + xfs + yfs)
     return np.matmul(a, b).reshape(bshape + xfs + yfs)
