@@ -45,6 +45,7 @@ from ..core import Graph
 from . import numpy_ref
 from .cpu_driver import KernelStep, Program
 from .cpu_target import CPU_EXPRS, fusible, prefer_kernel
+from .malloc_tuning import tune_once
 from .modfiles import cache_dir, load_source_module
 
 __all__ = ["compile", "lower", "Executable", "Program", "CPU_EXPRS", "fusible",
@@ -114,6 +115,7 @@ class Executable:
 
     def __init__(self, graph: Graph, *, parallel: bool = False, donate: tuple = (),
                  eager: bool = False, hot_after: int | None = None):
+        tune_once()
         self.graph = graph
         self.parallel = parallel
         self.donate = tuple(donate)

@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from ..core import Graph, Lit, Var
+from .malloc_tuning import tune_once
 
 __all__ = ["Plan", "plan", "run"]
 
@@ -25,6 +26,7 @@ class Plan:
                  "__weakref__")
 
     def __init__(self, graph: Graph):
+        tune_once()
         self.graph = graph
         slots: dict[Var, int] = {}
         for v in graph.inputs:
