@@ -978,3 +978,49 @@ B("method:round", lambda m, x: x.round() + x.round(1), ((3,),), domain=(off_inte
   order=0, dtypes=F64)
 
 COVERED_PROTOCOLS = ("op", "getitem", "at", "method")
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by the suites that run the table through other backends
+# --------------------------------------------------------------------------------------------
+
+def bound_fn(c: OpCase) -> Callable:
+    """The row's function with its keyword arguments bound."""
+    import functools
+    return functools.partial(c.fn, **c.kwargs) if c.kwargs else c.fn
+
+
+def weighted_grad(c: OpCase, dt):
+    """``(grad_fn, float_args, low_precision)`` for row ``c`` at ``dt``: the gradient, with
+    respect to the row's float arguments, of ``sum(out * W)`` over its outputs with fixed
+    random weights ``W`` (how the jit and CUDA suites compare a row's gradients)."""
+    import warnings
+
+    import functrace as ft
+    from functrace import tree_util
+    args = c.make_args(dt)
+    fidx = [i for i, d in enumerate(c.arg_dtypes(dt)) if np.dtype(d).kind == "f"]
+    fn = bound_fn(c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outs = tree_util.tree_leaves(fn(*args))
+    rng = np.random.default_rng(1234)
+    weights = [rng.standard_normal(np.shape(o)).astype(
+        np.asarray(o).dtype if np.asarray(o).dtype.kind == "f" else args[fidx[0]].dtype)
+        for o in outs]
+
+    def loss(*fargs):
+        full = list(args)
+        for i, a in zip(fidx, fargs, strict=True):
+            full[i] = a
+        total = 0.0
+        for o, w in zip(tree_util.tree_leaves(fn(*full)), weights, strict=True):
+            if np.dtype(o.dtype) != w.dtype:
+                o = fnp.asarray(o, dtype=w.dtype)
+            total = total + fnp.sum(o * w)
+        return total
+
+    g = ft.grad(loss, argnums=tuple(range(len(fidx))))
+    low = any(np.asarray(o).dtype == np.float32 for o in outs) or any(
+        np.dtype(d) == np.float32 for d in c.arg_dtypes(dt))
+    return g, [args[i] for i in fidx], low

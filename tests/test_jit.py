@@ -298,32 +298,9 @@ def test_op_table_values_under_jit(rows):
 
 
 def _grad_item(c, dt):
-    args = c.make_args(dt)
-    fidx = [i for i, d in enumerate(c.arg_dtypes(dt)) if np.dtype(d).kind == "f"]
-    fn = _fn(c)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outs = tree_util.tree_leaves(fn(*args))
-    rng = np.random.default_rng(1234)
-    weights = [rng.standard_normal(np.shape(o)).astype(
-        np.asarray(o).dtype if np.asarray(o).dtype.kind == "f" else args[fidx[0]].dtype)
-        for o in outs]
-
-    def loss(*fargs):
-        full = list(args)
-        for i, a in zip(fidx, fargs, strict=True):
-            full[i] = a
-        total = 0.0
-        for o, w in zip(tree_util.tree_leaves(fn(*full)), weights, strict=True):
-            if np.dtype(o.dtype) != w.dtype:
-                o = fnp.asarray(o, dtype=w.dtype)
-            total = total + fnp.sum(o * w)
-        return total
-
-    g = ft.grad(loss, argnums=tuple(range(len(fidx))))
-    low = any(np.asarray(o).dtype == np.float32 for o in outs) or any(
-        np.dtype(d) == np.float32 for d in c.arg_dtypes(dt))
-    return (f"grad {c.name}[{dt}]", g, [args[i] for i in fidx], low)
+    from op_cases import weighted_grad
+    g, fargs, low = weighted_grad(c, dt)
+    return (f"grad {c.name}[{dt}]", g, fargs, low)
 
 
 @pytest.mark.parametrize("rows", _chunks(_rows(grad=True)))
