@@ -95,9 +95,16 @@ def weak_result_type(*xs) -> np.dtype:
 
 @functools.lru_cache(maxsize=4096)
 def resolve_ufunc(uf: np.ufunc, dtypes: tuple):
-    """(input dtypes, output dtype) numpy's ufunc machinery picks for these operands."""
+    """(input dtypes, output dtype) numpy's ufunc machinery picks for these operands.
+
+    Ops take operands of one dtype, so a mixed loop (numpy 2 compares int64 with uint64
+    directly) is computed in the common type (float64 for int64/uint64: inexact only beyond
+    2**53)."""
     res = uf.resolve_dtypes(dtypes + (None,) * uf.nout)
-    return tuple(res[:uf.nin]), res[uf.nin]
+    in_dts = tuple(res[:uf.nin])
+    if len(set(in_dts)) > 1:
+        in_dts = (np.result_type(*in_dts),) * len(in_dts)
+    return in_dts, res[uf.nin]
 
 
 def cast(x, dtype):
@@ -136,10 +143,6 @@ def ufunc_apply(uf: np.ufunc, prim_fn, *args):
     """Trace ``uf(*args)`` as ``prim_fn`` with numpy's promotion and broadcasting."""
     args = [a if is_weak_scalar(a) else asarray_any(a) for a in args]
     in_dts, out_dt = resolve_ufunc(uf, tuple(dtype_key(a) for a in args))
-    if len(set(in_dts)) > 1:
-        # a mixed loop (numpy 2 compares int64 with uint64 directly); ops take one dtype, so
-        # use the common one (float64 for int64/uint64: inexact only beyond 2**53)
-        in_dts = (np.result_type(*in_dts),) * len(in_dts)
     args = [cast(a, d) for a, d in zip(args, in_dts)]
     _, args = broadcast_all(*args)
     out = prim_fn(*args)
