@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import functools
 import glob
 import multiprocessing
 import os
@@ -88,34 +87,18 @@ def device_name(cp) -> str:
 # --------------------------------------------------------------------------------------------
 
 def _fn(c):
-    return functools.partial(c.fn, **c.kwargs) if c.kwargs else c.fn
+    from op_cases import bound_fn
+    return bound_fn(c)
 
 
 def table_rows(grad: bool):
-    from op_cases import CASES
+    from op_cases import backend_rows
     try:
         import opt_einsum  # noqa: F401
         einsum = True
-    except ImportError:
+    except ImportError:   # einsum rows need opt_einsum (carry its wheel: docs/gpu.md)
         einsum = False
-    rows = []
-    for c in CASES:
-        if not einsum and "einsum" in c.name:
-            continue
-        if any(k in ("traced", "eager") for k, _ in c.xfail):
-            continue
-        if grad and (c.order is None or any(k == "grad" for k, _ in c.xfail)):
-            continue
-        for dt in c.dtypes:
-            dts = c.arg_dtypes(dt)
-            if grad and not any(np.dtype(d).kind == "f" for d in dts):
-                continue
-            if grad and any(np.dtype(d) == np.float32 for d in dts) and len(c.dtypes) > 1:
-                continue
-            if any(np.dtype(d).kind == "c" or np.dtype(d) == np.float16 for d in dts):
-                continue
-            rows.append((c, dt))
-    return rows
+    return backend_rows(grad, skip=lambda c: not einsum and "einsum" in c.name)
 
 
 def _grad_item(c, dt):

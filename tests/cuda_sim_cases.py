@@ -30,6 +30,7 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np
 import pytest
+from backend_checks import assert_same, kernel_cache_dir
 
 if "numba.cuda" in sys.modules and not sys.modules["numba"].config.ENABLE_CUDASIM:
     pytest.skip("numba.cuda was imported without the simulator in this process",
@@ -54,14 +55,8 @@ SIM = numba_cuda.SIM_CONFIG
 
 @pytest.fixture(scope="module", autouse=True)
 def _cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.getbasetemp() / "functrace-cuda-kernels")
-    old = os.environ.get("FUNCTRACE_CACHE_DIR")
-    os.environ["FUNCTRACE_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        os.environ.pop("FUNCTRACE_CACHE_DIR", None)
-    else:
-        os.environ["FUNCTRACE_CACHE_DIR"] = old
+    with kernel_cache_dir(tmp_path_factory.getbasetemp() / "functrace-cuda-kernels") as d:
+        yield d
 
 
 def graph_of(fn, *avals):
@@ -73,24 +68,6 @@ def run_both(g, args, config=SIM, **kw):
     got = ex(*args)
     want = numpy_ref.run(g, list(args))
     return ex, got, want
-
-
-def assert_same(got, want, rtol, name="", atol=0.0):
-    """Equal dtype/shape; identical NaN/inf positions and signed zeros; close elsewhere."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, f"{name}: dtype {got.dtype} != {want.dtype}"
-    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
-    if want.dtype.kind != "f":
-        np.testing.assert_array_equal(got, want, err_msg=name)
-        return
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{name}: NaNs")
-    inf = np.isinf(want)
-    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{name}: infinities")
-    zero = want == 0
-    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]),
-                                  err_msg=f"{name}: signed zeros")
-    fin = np.isfinite(want)
-    np.testing.assert_allclose(got[fin], want[fin], rtol=rtol, atol=atol, err_msg=name)
 
 
 def fused_ops(ex) -> set[str]:
@@ -437,26 +414,13 @@ except ImportError:
 
 
 def _fn(c):
-    return functools.partial(c.fn, **c.kwargs) if c.kwargs else c.fn
+    from op_cases import bound_fn
+    return bound_fn(c)
 
 
 def _rows(grad: bool):
-    rows = []
-    for c in CASES:
-        if any(k in ("traced", "eager") for k, _ in c.xfail):
-            continue
-        if grad and (c.order is None or any(k == "grad" for k, _ in c.xfail)):
-            continue
-        for dt in c.dtypes:
-            dts = c.arg_dtypes(dt)
-            if grad and not any(np.dtype(d).kind == "f" for d in dts):
-                continue
-            if grad and any(np.dtype(d) == np.float32 for d in dts) and len(c.dtypes) > 1:
-                continue
-            if any(np.dtype(d).kind == "c" or np.dtype(d) == np.float16 for d in dts):
-                continue
-            rows.append((c, dt))
-    return rows
+    from op_cases import backend_rows
+    return backend_rows(grad)
 
 
 def _compare(got, want, what, low):

@@ -1024,3 +1024,26 @@ def weighted_grad(c: OpCase, dt):
     low = any(np.asarray(o).dtype == np.float32 for o in outs) or any(
         np.dtype(d) == np.float32 for d in c.arg_dtypes(dt))
     return g, [args[i] for i in fidx], low
+
+
+def backend_rows(grad: bool, skip=lambda c: False) -> list[tuple[OpCase, Any]]:
+    """(row, dtype) pairs a compiled backend is checked on: rows that trace, and for ``grad``
+    rows with a float argument and a gradient check. float32 variants of gradient rows are
+    skipped when a float64 variant exists (it covers the same kernels' code); complex and
+    float16 never reach a kernel (numpy runs them). ``skip(row)`` drops more rows."""
+    rows = []
+    for c in CASES:
+        if skip(c) or any(k in ("traced", "eager") for k, _ in c.xfail):
+            continue
+        if grad and (c.order is None or any(k == "grad" for k, _ in c.xfail)):
+            continue
+        for dt in c.dtypes:
+            dts = c.arg_dtypes(dt)
+            if grad and not any(np.dtype(d).kind == "f" for d in dts):
+                continue
+            if grad and any(np.dtype(d) == np.float32 for d in dts) and len(c.dtypes) > 1:
+                continue
+            if any(np.dtype(d).kind == "c" or np.dtype(d) == np.float16 for d in dts):
+                continue
+            rows.append((c, dt))
+    return rows

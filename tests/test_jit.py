@@ -10,12 +10,11 @@ test_op_table), float32 rtol 1e-5; integers and booleans exactly.
 
 from __future__ import annotations
 
-import functools
-import os
 import warnings
 
 import numpy as np
 import pytest
+from backend_checks import kernel_cache_dir
 
 import functrace as ft
 import functrace.numpy as fnp
@@ -26,14 +25,8 @@ pytest.importorskip("numba")
 
 @pytest.fixture(scope="module", autouse=True)
 def _cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.getbasetemp() / "functrace-kernels")
-    old = os.environ.get("FUNCTRACE_CACHE_DIR")
-    os.environ["FUNCTRACE_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        os.environ.pop("FUNCTRACE_CACHE_DIR", None)
-    else:
-        os.environ["FUNCTRACE_CACHE_DIR"] = old
+    with kernel_cache_dir(tmp_path_factory.getbasetemp() / "functrace-kernels") as d:
+        yield d
 
 
 def _loss(params, x, y):
@@ -194,26 +187,13 @@ CHUNK = 150
 
 
 def _fn(c):
-    return functools.partial(c.fn, **c.kwargs) if c.kwargs else c.fn
+    from op_cases import bound_fn
+    return bound_fn(c)
 
 
 def _rows(grad: bool):
-    rows = []
-    for c in CASES:
-        if any(k in ("traced", "eager") for k, _ in c.xfail):
-            continue
-        if grad and (c.order is None or any(k == "grad" for k, _ in c.xfail)):
-            continue
-        for dt in c.dtypes:
-            dts = c.arg_dtypes(dt)
-            if grad and not any(np.dtype(d).kind == "f" for d in dts):
-                continue
-            if grad and any(np.dtype(d) == np.float32 for d in dts) and len(c.dtypes) > 1:
-                continue   # the float64 variant of the row covers the same kernels' code
-            if any(np.dtype(d).kind == "c" or np.dtype(d) == np.float16 for d in dts):
-                continue   # complex and float16 never reach a kernel: numpy runs them
-            rows.append((c, dt))
-    return rows
+    from op_cases import backend_rows
+    return backend_rows(grad)
 
 
 def _chunks(rows):

@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 import pytest
+from backend_checks import assert_same, kernel_cache_dir
 
 import functrace as ft
 import functrace.numpy as fnp
@@ -38,14 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module", autouse=True)
 def _cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.getbasetemp() / "functrace-kernels")
-    old = os.environ.get("FUNCTRACE_CACHE_DIR")
-    os.environ["FUNCTRACE_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        os.environ.pop("FUNCTRACE_CACHE_DIR", None)
-    else:
-        os.environ["FUNCTRACE_CACHE_DIR"] = old
+    with kernel_cache_dir(tmp_path_factory.getbasetemp() / "functrace-kernels") as d:
+        yield d
 
 
 def graph_of(fn, *avals):
@@ -59,24 +54,6 @@ def run_both(g, args, **kw):
         got = ex(*args)
         want = numpy_ref.run(g, list(args))
     return ex, got, want
-
-
-def assert_same(got, want, rtol, name="", atol=0.0):
-    """Equal dtype/shape; identical NaN/inf positions and signed zeros; close elsewhere."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, f"{name}: dtype {got.dtype} != {want.dtype}"
-    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
-    if want.dtype.kind != "f":
-        np.testing.assert_array_equal(got, want, err_msg=name)
-        return
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{name}: NaNs")
-    inf = np.isinf(want)
-    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{name}: infinities")
-    zero = want == 0
-    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]),
-                                  err_msg=f"{name}: signed zeros")
-    fin = np.isfinite(want)
-    np.testing.assert_allclose(got[fin], want[fin], rtol=rtol, atol=atol, err_msg=name)
 
 
 def no_numpy_fallback(ex):

@@ -114,11 +114,14 @@ def _examples(c, dt, n=3):
     return exs
 
 
-def _needs_values(fn, args):
-    """Rows whose output shape depends on values (masks, nonzero) cannot be traced abstractly;
-    vmap traces one example abstractly, so for them it must raise ConcretizationError."""
+def _needs_values(fn, args, axes):
+    """Rows whose output shape depends on the values of a batched argument (masks, nonzero,
+    an arange bound) cannot be vmapped: vmap traces one example with the batched arguments
+    abstract (unbatched ones keep their values), so for them it must raise
+    ConcretizationError."""
     try:
-        ft.trace(fn)(*[ft.ShapeDtype(np.shape(a), np.asarray(a).dtype) for a in args])
+        ft.trace(fn)(*[a if ax is None else ft.ShapeDtype(np.shape(a), np.asarray(a).dtype)
+                       for a, ax in zip(args, axes)])
     except ft.ConcretizationError:
         return True
     return False
@@ -127,7 +130,7 @@ def _needs_values(fn, args):
 def _check_vmap(c, dt, axes):
     fn = _fn(c)
     exs = _examples(c, dt)
-    if any(ax is not None for ax in axes) and _needs_values(fn, exs[0]):
+    if any(ax is not None for ax in axes) and _needs_values(fn, exs[0], axes):
         batched_args = [ex if ax is None else np.stack([e[i] for e in exs], axis=ax)
                         for i, (ex, ax) in enumerate(zip(exs[0], axes))]
         with pytest.raises(ft.ConcretizationError):
@@ -175,3 +178,11 @@ def test_vmap_matches_loop_axes_mixes(data):
         choices = [None, 0] + ([1] if len(shape) >= 1 else [])
         axes.append(data.draw(st.sampled_from(choices)))
     _check_vmap(c, dt, axes)
+
+
+def test_vmap_value_dependent_row_with_unbatched_bound():
+    # fnp.arange(n) needs n's value: vmapping only the other argument is fine (n stays
+    # concrete), vmapping n is a ConcretizationError
+    c = next(c for c in CASES if c.name == "arange:traced_bound")
+    _check_vmap(c, c.dtypes[0], [0, None])
+    _check_vmap(c, c.dtypes[0], [None, 0])

@@ -44,7 +44,8 @@ import numpy as np
 from ..core import Graph, Lit, Var
 
 __all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
-           "const_expr", "render_cpu", "spec_key", "REDUCTION_KINDS", "CHUNK"]
+           "const_expr", "render_cpu", "spec_key", "logic_expr", "convert_expr",
+           "REDUCTION_KINDS", "CHUNK"]
 
 #: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
 CHUNK = 2048
@@ -338,6 +339,31 @@ def _mergeable(a: int, b: int, maps, red_axes) -> bool:
 def spec_key(source: str) -> str:
     """Content hash of a kernel's source (the structural key of its group)."""
     return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+# --------------------------------------------------------------------------------------------
+# expression builders every target shares (logic and casts read the same in numba CPU and CUDA)
+# --------------------------------------------------------------------------------------------
+
+def logic_expr(op):
+    """Expression builder for the logical ops (``and``, ``or``, ``xor``, ``not``): non-bool
+    operands are tested against zero first, as numpy does."""
+    def f(args, params, in_dts, out_dt):
+        a = [x if np.dtype(d).kind == "b" else f"({x} != 0)" for x, d in zip(args, in_dts)]
+        if op == "not":
+            return f"(not {a[0]})"
+        if op == "xor":
+            return f"({a[0]} != {a[1]})"
+        return f"({a[0]} {op} {a[1]})"
+    return f
+
+
+def convert_expr(args, params, in_dts, out_dt):
+    """Expression builder for ``convert_element_type`` (to bool: ``!= 0``, as numpy)."""
+    dt = np.dtype(params["new_dtype"])
+    if dt.kind == "b":
+        return f"({args[0]} != 0)"
+    return f"{dtype_ctor(dt)}({args[0]})"
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,15 @@ import os
 
 import numpy as np
 
-from .codegen import REDUCTION_KINDS, Unsupported, const_expr, dtype_ctor, render_cpu, spec_key
+from .codegen import (
+    REDUCTION_KINDS,
+    Unsupported,
+    const_expr,
+    convert_expr,
+    logic_expr,
+    render_cpu,
+    spec_key,
+)
 
 __all__ = ["CPU_EXPRS", "VECMATH_OPS", "fusible", "prefer_kernel", "kernel_module_source",
            "CODEGEN_VERSION"]
@@ -56,24 +64,6 @@ def _fmod(args, params, in_dts, out_dt):
     # C's truncated remainder from numpy's floored one (x % 0 is 0 for integers)
     r = f"np.remainder({a}, {b})"
     return f"({r} if ({r} == 0) | (({r} < 0) == ({a} < 0)) else {r} - {b})"
-
-
-def _logic(op):
-    def f(args, params, in_dts, out_dt):
-        a = [x if np.dtype(d).kind == "b" else f"({x} != 0)" for x, d in zip(args, in_dts)]
-        if op == "not":
-            return f"(not {a[0]})"
-        if op == "xor":
-            return f"({a[0]} != {a[1]})"
-        return f"({a[0]} {op} {a[1]})"
-    return f
-
-
-def _convert(args, params, in_dts, out_dt):
-    dt = np.dtype(params["new_dtype"])
-    if dt.kind == "b":
-        return f"({args[0]} != 0)"
-    return f"{dtype_ctor(dt)}({args[0]})"
 
 
 def _float_helper(name, fallback):
@@ -126,10 +116,11 @@ CPU_EXPRS: dict = {
     "signbit": "np.signbit({0})",
     "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
     "gt": "({0} > {1})", "ge": "({0} >= {1})",
-    "and": _logic("&"), "or": _logic("|"), "xor": _logic("xor"), "not": _logic("not"),
+    "and": logic_expr("&"), "or": logic_expr("|"), "xor": logic_expr("xor"),
+    "not": logic_expr("not"),
     "select": "({1} if {0} else {2})",
     "clip": "np.minimum(np.maximum({0}, {1}), {2})",
-    "convert_element_type": _convert, "stop_gradient": "{0}",
+    "convert_element_type": convert_expr, "stop_gradient": "{0}",
 }
 
 #: elementwise ops never fused on the CPU (complex parts: complex data is not fused at all)

@@ -33,7 +33,16 @@ import re
 
 import numpy as np
 
-from .codegen import REDUCTION_KINDS, KernelSpec, Reduction, Unsupported, const_expr, dtype_ctor
+from .codegen import (
+    REDUCTION_KINDS,
+    KernelSpec,
+    Reduction,
+    Unsupported,
+    const_expr,
+    convert_expr,
+    dtype_ctor,
+    logic_expr,
+)
 
 __all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
            "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
@@ -146,24 +155,6 @@ def _signbit(args, params, in_dts, out_dt):
     return f"(math.copysign({_c(1, in_dts[0])}, {args[0]}) < {_c(0, in_dts[0])})"
 
 
-def _logic(op):
-    def f(args, params, in_dts, out_dt):
-        a = [x if np.dtype(d).kind == "b" else f"({x} != 0)" for x, d in zip(args, in_dts)]
-        if op == "not":
-            return f"(not {a[0]})"
-        if op == "xor":
-            return f"({a[0]} != {a[1]})"
-        return f"({a[0]} {op} {a[1]})"
-    return f
-
-
-def _convert(args, params, in_dts, out_dt):
-    dt = np.dtype(params["new_dtype"])
-    if dt.kind == "b":
-        return f"({args[0]} != 0)"
-    return f"{dtype_ctor(dt)}({args[0]})"
-
-
 def _maxmin(fn):
     def f(args, params, in_dts, out_dt):
         if np.dtype(in_dts[0]).kind == "f":
@@ -210,9 +201,10 @@ CUDA_EXPRS: dict = {
     "isfinite": _float_only(lambda a, p, i, o: f"math.isfinite({a[0]})"),
     "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
     "gt": "({0} > {1})", "ge": "({0} >= {1})",
-    "and": _logic("&"), "or": _logic("|"), "xor": _logic("xor"), "not": _logic("not"),
+    "and": logic_expr("&"), "or": logic_expr("|"), "xor": logic_expr("xor"),
+    "not": logic_expr("not"),
     "select": "({1} if {0} else {2})",
-    "convert_element_type": _convert, "stop_gradient": "{0}",
+    "convert_element_type": convert_expr, "stop_gradient": "{0}",
 }
 
 # integer arithmetic the GPU computes exactly like numpy (wrapping); bool arithmetic is left

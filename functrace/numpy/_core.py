@@ -15,19 +15,11 @@ import numpy as np
 
 from .. import ops
 from ..core import AVal
-from ..tracing import Tracer, _current
+from ..tracing import Tracer
 
-__all__ = ["tracing_active", "is_traced", "asarray_any", "aval", "dtype_key", "resolve_ufunc",
+__all__ = ["asarray_any", "aval", "dtype_key", "resolve_ufunc",
            "cast", "bcast", "broadcast_all", "ufunc_apply", "normalize_axis", "normalize_axes",
            "result_dtype_like_numpy", "is_weak_scalar", "weak_result_type"]
-
-
-def tracing_active() -> bool:
-    return _current.get() is not None
-
-
-def is_traced(*xs) -> bool:
-    return _current.get() is not None
 
 
 _PY_SCALARS = (bool, int, float, complex)

@@ -19,7 +19,7 @@ from ..tracing import Tracer, _current
 from ._core import asarray_any, cast, normalize_axis
 
 __all__ = ["getitem", "AtIndexer", "take", "take_along_axis", "nonzero", "argwhere",
-           "flatnonzero", "put_along_axis_functional"]
+           "flatnonzero"]
 
 
 def _is_array_index(e):
@@ -274,17 +274,6 @@ def take_along_axis(arr, indices, axis):
     if idx.shape != shape:
         idx = ops.broadcast_to_shape(idx, shape)
     return ops.take_along_axis(x, idx, ax)
-
-
-def put_along_axis_functional(arr, indices, values, axis):
-    """Functional numpy.put_along_axis: returns the updated array."""
-    x = asarray_any(arr)
-    ax = normalize_axis(axis, x.ndim)
-    idx = _wrap_negative(asarray_any(indices), x.shape[ax], ax)
-    arrs, spec = ops.indexing._along_axis_index(x.shape, idx, ax)
-    v = cast(asarray_any(values), x.dtype)
-    v = ops.broadcast_to_shape(v, idx.shape) if v.shape != idx.shape else v
-    return ops.scatter(x, v, arrs, spec, "set")
 
 
 def nonzero(a):

@@ -19,10 +19,9 @@ import numpy as np
 
 from ..core import AVal, Lit, Op
 from ..errors import ShapeError
-from ..tracing import Tracer, bind
+from ..tracing import Tracer
 
-__all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of",
-           "zeros_like_aval"]
+__all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of"]
 
 
 def aval_of(x) -> AVal:
@@ -62,9 +61,6 @@ def same_dtype_shape(*avals: AVal) -> tuple[tuple[int, ...], np.dtype]:
     return shape, dtype
 
 
-_FLOATISH = "fc"
-
-
 def elementwise_op(name: str, impl: Callable, nin: int = 1, *, kernel: str | None = None,
                    out_dtype: Callable[[np.dtype], np.dtype] | None = None,
                    kinds: str | None = None, **flags) -> Op:
@@ -88,18 +84,3 @@ def elementwise_op(name: str, impl: Callable, nin: int = 1, *, kernel: str | Non
         return AVal(shape, out_dtype(dtype) if out_dtype else dtype)
 
     return Op(name, abstract_eval, impl, kernel=kernel, elementwise=True, **flags)
-
-
-def zeros_like_aval(aval: AVal):
-    """A broadcast zero of the given type (one ``broadcast_in_dim`` equation)."""
-    from .shape import broadcast_in_dim  # sibling family; imported lazily to avoid a cycle
-    z = np.zeros((), aval.dtype)
-    return broadcast_in_dim(z, aval.shape, ()) if aval.shape else z
-
-
-def is_float(aval: AVal) -> bool:
-    return aval.dtype.kind in _FLOATISH
-
-
-def bind1(op: Op, *args, **params):
-    return bind(op, *args, **params)

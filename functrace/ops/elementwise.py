@@ -146,19 +146,6 @@ def _sub_vjp(cts, ins, outs):
     return cts[0], neg(cts[0])
 
 
-def _lin_jvp(fn):
-    def jvp(primals, tangents, outs, **p):
-        if all(t is None for t in tangents):
-            return (None,)
-        ts = [t if t is not None else _zero_like_out(outs[0]) for t in tangents]
-        return (fn(*ts),)
-    return jvp
-
-
-def _zero_like_out(o):
-    return lit(0, o)
-
-
 add_p.vjp, sub_p.vjp = _add_vjp, _sub_vjp
 neg_p.vjp = lambda cts, ins, outs: (neg(cts[0]),)
 neg_p.jvp = lambda primals, tangents, outs: (None if tangents[0] is None
@@ -192,8 +179,7 @@ def _mul_vjp(cts, ins, outs):
             mul(x, cts[0]) if cotangent_wanted(1) else None)
 
 
-mul_p.vjp = _mul_vjp
-_smooth_binary(mul_p, lambda x, y, o: y, lambda x, y, o: x)
+_smooth_binary(mul_p, lambda x, y, o: y, lambda x, y, o: x)   # the jvp rule
 mul_p.vjp = _mul_vjp
 
 
@@ -553,13 +539,6 @@ def _linear_unary_rules(op, f, vjp_f=None):
 
 
 _linear_unary_rules(conj_p, conj)
-
-
-def _complex(re, im):
-    # re + 1j*im with op-level functions, in the complex dtype matching ``re``
-    cdt = np.result_type(dtype_of(re), np.complex64)
-    return add(convert_element_type(re, cdt),
-               mul(convert_element_type(im, cdt), np.asarray(1j, cdt)))
 
 
 real_p.vjp = lambda cts, ins, outs: (convert_element_type(cts[0], dtype_of(ins[0])),)
