@@ -11,6 +11,7 @@ import importlib.util
 import math
 import os
 import re
+import zlib
 
 import numba
 import numpy as np
@@ -121,6 +122,12 @@ def domain(name, rng):
     return d[name]()
 
 
+def tiny_band(rng, n=N // 8):
+    """Arguments of magnitude 1e-300..1e-3, both signs: where shortcuts like expm1(x) = x
+    must not be taken too early (a 2^-30 cut-off gave 2.4 million ulp at 7e-10)."""
+    return np.concatenate([logu(rng, 1e-300, 1e-3, n), -logu(rng, 1e-300, 1e-3, n)])
+
+
 # bound in ulp asserted by the tests (also in the module docstring)
 BOUNDS = {"exp": 1.0, "expm1": 2.0, "exp2": 2.0, "log": 1.0, "log2": 2.0,
           "log10": 2.0, "log1p": 2.0, "sin": 2.0, "cos": 2.0, "tan": 3.0,
@@ -130,8 +137,8 @@ TRIG_ABS = 4e-16
 
 @pytest.mark.parametrize("name", sorted(BOUNDS))
 def test_accuracy_float64(name):
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
-    x = domain(name, rng)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))   # the same points every run
+    x = np.concatenate([domain(name, rng), tiny_band(rng)])
     got = run(name, x)
     ref = reference(name, x)
     err, fin = ulp_errors(got, ref)
