@@ -376,7 +376,7 @@ def test_treedef_unflatten_method_and_iterables():
     td = tree_structure({"a": [0, 0], "b": 0})
     assert td.unflatten([1, 2, 3]) == {"a": [1, 2], "b": 3}
     assert td.unflatten(iter([1, 2, 3])) == {"a": [1, 2], "b": 3}
-    assert td.unflatten((x for x in "xyz")) == {"a": ["x", "y"], "b": "z"}
+    assert td.unflatten(x for x in "xyz") == {"a": ["x", "y"], "b": "z"}
 
 
 def test_treedef_is_leaf():

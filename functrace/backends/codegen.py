@@ -16,11 +16,16 @@ How a group becomes a kernel:
   *index map*: for each of the operand's axes, the loop axis that indexes it, or None for a
   size-1 axis read at 0. Broadcasts, transposes and unit-axis reshapes in front of the group
   are folded into these maps (``passes.fusion.resolve_view``), so they cost nothing.
+* A ``pad`` (no interior padding, a constant fill; ``fusible_pad``) is a *guarded shifted
+  read* of its input: ``x = a[i0 - lo0, i1] if (i0 >= lo0) and (i0 < n0 - hi0) else fill``
+  (``Operand.offsets``/``guards``/``fill``, rendered by ``operand_read``). Views between the
+  pad's input and its root fold as above (a root axis indexed by loop axis ``d`` is shifted
+  by ``lo_d``); the pad's output is that read. Guarded loop axes are never merged.
 * Loop axes of extent 1 are dropped and adjacent loop axes that every operand reads in order
   are merged (``(256, 512)`` elementwise becomes one loop of 131072), so the inner loop is
   long and contiguous and LLVM vectorises it. The kernel key depends only on the structure,
-  dtypes and maps, never on the extents (passed as arguments), so one compiled kernel serves
-  every shape with the same structure.
+  dtypes and maps (and pad amounts), never on the extents (passed as arguments), so one
+  compiled kernel serves every shape with the same structure.
 * Body values are emitted at the shallowest loop depth whose indices they depend on (a
   row-broadcast value is computed once per row).
 * Reductions: if the innermost loop axis is not reduced, each element is accumulated straight
@@ -44,8 +49,8 @@ import numpy as np
 from ..core import Graph, Lit, Var
 
 __all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
-           "const_expr", "render_cpu", "spec_key", "logic_expr", "convert_expr",
-           "REDUCTION_KINDS", "CHUNK"]
+           "const_expr", "render_cpu", "spec_key", "logic_expr", "convert_expr", "fusible_pad",
+           "operand_read", "read_axes", "read_depth", "REDUCTION_KINDS", "CHUNK"]
 
 #: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
 CHUNK = 2048
@@ -62,10 +67,23 @@ class Unsupported(Exception):
 @dataclasses.dataclass(frozen=True)
 class Operand:
     """An array read by a kernel: after the run-time reshape to ``len(axes)`` dims, operand
-    axis ``p`` is indexed by loop index ``axes[p]``; ``axes == ()`` is a scalar read at [0]."""
+    axis ``p`` is indexed by loop index ``axes[p]``; ``axes == ()`` is a scalar read at [0].
+
+    A *shifted* operand (a fused ``pad``) reads operand axis ``p`` at ``i{axes[p]} -
+    offsets[p]``, only where every guard ``(d, lo, hi)`` holds (``lo <= i{d} < n{d} - hi``),
+    and is ``fill`` (a constant expression) elsewhere. The defaults are a plain read.
+    """
 
     dtype: np.dtype
     axes: tuple[int, ...]
+    offsets: tuple[int, ...] = ()
+    guards: tuple[tuple[int, int, int], ...] = ()
+    fill: str | None = None
+
+    @property
+    def shifted(self) -> bool:
+        """Whether the read is not a plain elementwise read (offsets or guards)."""
+        return bool(self.guards) or any(self.offsets)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +192,64 @@ def element_expr(op_name: str, template: str | Callable | None, args: list[str],
 
 
 # --------------------------------------------------------------------------------------------
+# operand reads (shared by every target's templates)
+# --------------------------------------------------------------------------------------------
+
+def fusible_pad(e, dtype_ok: Callable[[np.dtype], bool] = lambda dt: True) -> bool:
+    """Whether ``pad`` equation ``e`` can be a guarded shifted read in a kernel: no interior
+    padding, a scalar literal fill, a non-empty operand of rank >= 1, and a dtype the target
+    handles."""
+    if e.op.name != "pad":
+        return False
+    x, v = e.inputs
+    if x.aval.ndim == 0 or x.aval.size == 0:
+        return False
+    if any(it != 0 for _lo, _hi, it in e.params["config"]):
+        return False
+    if not (isinstance(v, Lit) and v.val.ndim == 0):
+        return False
+    return dtype_ok(np.dtype(x.aval.dtype)) and np.dtype(x.aval.dtype).kind in "biuf"
+
+
+def read_axes(o: Operand) -> frozenset:
+    """The loop axes a read depends on: its index axes and its guard axes."""
+    return frozenset(o.axes) | frozenset(d for d, _lo, _hi in o.guards)
+
+
+def read_depth(o: Operand) -> int:
+    """The loop depth a read needs (0: loop invariant)."""
+    ax = read_axes(o)
+    return max(ax) + 1 if ax else 0
+
+
+def operand_read(k: int, o: Operand, unsigned: frozenset = frozenset()) -> str:
+    """The statement reading operand ``k`` into ``x{k}``: ``x3 = a3[i0, i1]``, or for a
+    shifted operand ``x3 = a3[i0 - 1, i1] if (i0 >= 1) and (i0 < n0 - 2) else fill`` (the
+    read itself is guarded: kernels run without bounds checks). Loop indices in ``unsigned``
+    are ``np.uint64`` (the chunked inner axis), so their constants are too (numba types
+    ``uint64 - int64`` as float64)."""
+    if not o.shifted:
+        return f"x{k} = a{k}[{_idx(o.axes)}]"
+
+    def const(d, c):
+        return f"np.uint64({c})" if d in unsigned else str(c)
+    offs = o.offsets or (0,) * len(o.axes)
+    idx = ", ".join(f"i{d} - {const(d, off)}" if off else f"i{d}"
+                    for d, off in zip(o.axes, offs)) if o.axes else "0"
+    read = f"a{k}[{idx}]"
+    conds = []
+    for d, lo, hi in o.guards:
+        if lo:
+            conds.append(f"(i{d} >= {const(d, lo)})")
+        if hi:
+            bound = f"np.uint64(n{d} - {hi})" if d in unsigned else f"n{d} - {hi}"
+            conds.append(f"(i{d} < {bound})")
+    if not conds:
+        return f"x{k} = {read}"
+    return f"x{k} = {read} if {' and '.join(conds)} else {o.fill}"
+
+
+# --------------------------------------------------------------------------------------------
 # group -> spec
 # --------------------------------------------------------------------------------------------
 
@@ -199,9 +275,10 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
         if e is not red_eqn:
             members.update(e.outputs)
 
-    # operands: (root atom, map) -> index; loop axes of extent 1 are dropped later
+    # operands: (root atom, map, shift) -> index; loop axes of extent 1 are dropped later.
+    # shift: None, or (low per loop axis, high per loop axis, fill) of a fused pad
     ops_index: dict[tuple, int] = {}
-    op_list: list[tuple[object, tuple]] = []
+    op_list: list[tuple[object, tuple, tuple | None]] = []
     names: dict[Var, str] = {}
     lines: list[tuple[str, str, np.dtype, frozenset]] = []
 
@@ -219,12 +296,39 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
         k = ops_index.get(key)
         if k is None:
             k = ops_index[key] = len(op_list)
-            op_list.append((root, amap))
+            op_list.append((root, amap, None))
+        return f"x{k}"
+
+    def shifted_operand(e) -> str:
+        """A pad: its input (a non-member, views folded) read at ``loop index - low`` where in
+        range, its fill elsewhere; the pad's value is that read."""
+        x = e.inputs[0]
+        if isinstance(x, Var) and x in names:
+            raise Unsupported("a pad of a value of its own group")
+        cfg = e.params["config"]
+        if any(it for _lo, _hi, it in cfg):
+            raise Unsupported("interior padding")
+        fill = e.inputs[1]
+        if not (isinstance(fill, Lit) and fill.val.ndim == 0):
+            raise Unsupported("pad with a computed fill value")
+        shift = (tuple(lo for lo, _hi, _it in cfg), tuple(hi for _lo, hi, _it in cfg),
+                 const_expr(fill.val, e.outputs[0].aval.dtype))
+        root, amap = view_of(x, loop_shape, group)
+        if isinstance(root, Var) and root in members:
+            raise Unsupported("a pad of a value of its own group")
+        key = (root if isinstance(root, Var) else ("lit", id(root)), amap, shift)
+        k = ops_index.get(key)
+        if k is None:
+            k = ops_index[key] = len(op_list)
+            op_list.append((root, amap, shift))
         return f"x{k}"
 
     tmp = 0
     for e in eqns:
         if e is red_eqn:
+            continue
+        if e.op.name == "pad":
+            names[e.outputs[0]] = shifted_operand(e)
             continue
         args = [operand(a) for a in e.inputs]
         template = exprs.get(e.op.name, e.op.kernel)
@@ -250,15 +354,26 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     outputs = [(names[v], v) for v in group.outputs if v in names]
 
     # --- simplify the loop nest: drop extent-1 axes, merge axes every access reads in order
+    # (never a guarded axis: its guard tests its own index)
     nd = len(loop_shape)
+    guarded: set[int] = set()
+    for _root, _amap, shift in op_list:
+        if shift is not None:
+            guarded.update(d for d in range(nd) if shift[0][d] or shift[1][d])
+    if any(loop_shape[d] == 1 for d in guarded):
+        raise Unsupported("a padded loop axis of extent 1")
     keep = [d for d in range(nd) if loop_shape[d] != 1]
-    maps = []
-    for _root, amap in op_list:
-        maps.append(tuple(m for m in amap if m is not None and loop_shape[m] != 1))
+    maps, reads_at = [], []
+    for root, amap, shift in op_list:
+        # per kept operand axis: (loop axis, offset, the root's size along it)
+        acc = [(d, shift[0][d] if shift else 0, root.aval.shape[p])
+               for p, d in enumerate(amap) if d is not None and loop_shape[d] != 1]
+        reads_at.append(acc)
+        maps.append(tuple(d for d, _o, _n in acc))
     red_axes = set(red[4]) if red else set()
     axis_groups = []          # each: list of original loop axes merged into one
     for d in keep:
-        if axis_groups and _mergeable(axis_groups[-1][-1], d, maps, red_axes):
+        if axis_groups and _mergeable(axis_groups[-1][-1], d, maps, red_axes, guarded):
             axis_groups[-1].append(d)
         else:
             axis_groups.append([d])
@@ -269,18 +384,27 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     extents = tuple(int(np.prod([loop_shape[d] for d in grp], dtype=np.int64))
                     for grp in axis_groups)
     operands, binding_ops = [], []
-    for (root, _amap), m in zip(op_list, maps):
-        new_axes = []
-        for d in m:
+    for (root, _amap, shift), acc in zip(op_list, reads_at):
+        new_axes, offsets, rshape = [], [], []
+        for d, off, n in acc:
             j = new_of[d]
             if not new_axes or new_axes[-1] != j:
                 new_axes.append(j)
-        operands.append(Operand(root.aval.dtype, tuple(new_axes)))
-        binding_ops.append((root, tuple(extents[j] for j in new_axes) or (1,)))
+                offsets.append(off)
+                # a guarded axis reads the root's own extent; others span the merged loop axis
+                rshape.append(n if d in guarded else extents[j])
+        if shift is None:
+            operands.append(Operand(root.aval.dtype, tuple(new_axes)))
+        else:
+            los, his, fill = shift
+            guards = tuple((new_of[d], los[d], his[d]) for d in range(nd) if los[d] or his[d])
+            operands.append(Operand(root.aval.dtype, tuple(new_axes),
+                                    tuple(offsets) if any(offsets) else (), guards, fill))
+        binding_ops.append((root, tuple(rshape) or (1,)))
     ndim = len(extents)
 
-    # --- depths: a value needs the loops of the operands it (transitively) reads
-    opdepth = {f"x{k}": (max(o.axes) + 1 if o.axes else 0) for k, o in enumerate(operands)}
+    # --- depths: a value needs the loops of the operands it (transitively) reads (guards too)
+    opdepth = {f"x{k}": read_depth(o) for k, o in enumerate(operands)}
     depth: dict[str, int] = dict(opdepth)
     body = []
     for name, expr, dt, used in lines:
@@ -321,10 +445,11 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     return spec, Binding(extents, binding_ops, bind_outs, bind_red)
 
 
-def _mergeable(a: int, b: int, maps, red_axes) -> bool:
+def _mergeable(a: int, b: int, maps, red_axes, guarded=frozenset()) -> bool:
     """Loop axes a < b (adjacent after dropping unit axes) merge when every operand reads
-    both in order or neither, and the reduction reduces both or neither."""
-    if (a in red_axes) != (b in red_axes):
+    both in order or neither, the reduction reduces both or neither, and neither is guarded
+    (a fused pad tests its index)."""
+    if (a in red_axes) != (b in red_axes) or a in guarded or b in guarded:
         return False
     for m in maps:
         ia = m.index(a) if a in m else None
@@ -469,8 +594,10 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     w(0, f"def {fn_name}({', '.join(args)}):")
     base = 1
     reads = {}
+    # the chunked reduction's inner index is unsigned (see _render_chunked_reduction)
+    unsigned = frozenset({nd - 1}) if red is not None and (nd - 1) in red.axes else frozenset()
     for k, o in enumerate(spec.operands):
-        reads[f"x{k}"] = (max(o.axes) + 1 if o.axes else 0, f"x{k} = a{k}[{_idx(o.axes)}]")
+        reads[f"x{k}"] = (read_depth(o), operand_read(k, o, unsigned))
     by_depth: dict[int, list[str]] = {}
     for d, line in reads.values():
         by_depth.setdefault(d, []).append(line)

@@ -2,8 +2,9 @@
 
 Owns ``CPU_EXPRS`` (op name -> scalar expression with numpy's exact semantics, computed with
 ``vecmath`` polynomials for transcendental math), ``fusible`` and ``prefer_kernel`` (what the
-fusion pass may put in a CPU kernel), and ``kernel_module_source`` (the full, content-hashed
-text of a kernel module). Text only: never imports numba. Imports core (via codegen) only.
+fusion pass may put in a CPU kernel, fused ``pad``s included), and ``kernel_module_source``
+(the full, content-hashed text of a kernel module). Text only: never imports numba. Imports
+core (via codegen) only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .codegen import (
     Unsupported,
     const_expr,
     convert_expr,
+    fusible_pad,
     logic_expr,
     render_cpu,
     spec_key,
@@ -142,6 +144,8 @@ def fusible(e) -> bool:
         return False
     if op.elementwise:
         return op.name in CPU_EXPRS or op.kernel is not None
+    if op.name == "pad":      # a guarded shifted read (codegen.fusible_pad)
+        return fusible_pad(e, _dtype_ok)
     kind = REDUCTION_KINDS.get(op.name)
     if kind is None:
         return False

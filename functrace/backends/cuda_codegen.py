@@ -5,7 +5,8 @@ three launch templates: an elementwise grid-stride loop, and two reduction templ
 block per output row with a shared-memory tree, and a thread per output with a serial loop),
 both able to split a long reduction into segments whose partial results a small *finish*
 kernel combines. Specs come from ``codegen.build_spec`` with this table, so the CUDA kernels
-have the same fusion groups, operands, index maps and expression bodies as the CPU kernels.
+have the same fusion groups, operands, index maps and expression bodies as the CPU kernels;
+operand reads (fused ``pad``s' guarded shifted reads included) are ``codegen.operand_read``.
 This file generates text only: it never imports numba or cupy. Imports core and
 backends.codegen only.
 
@@ -41,7 +42,10 @@ from .codegen import (
     const_expr,
     convert_expr,
     dtype_ctor,
+    fusible_pad,
     logic_expr,
+    operand_read,
+    read_axes,
 )
 
 __all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
@@ -235,6 +239,8 @@ def fusible(e) -> bool:
         if kinds & set("iu") and op.name not in _INT_OK:
             return False
         return True
+    if op.name == "pad":      # a guarded shifted read (codegen.fusible_pad)
+        return fusible_pad(e, _dtype_ok)
     kind = REDUCTION_KINDS.get(op.name)
     if kind is None:
         return False
@@ -277,9 +283,9 @@ def _idx(axes) -> str:
 
 
 def _deps(spec: KernelSpec) -> dict[str, frozenset]:
-    """The loop axes each read (``x<k>``) and body value (``t<k>``) depends on."""
-    dep: dict[str, frozenset] = {f"x{k}": frozenset(o.axes)
-                                 for k, o in enumerate(spec.operands)}
+    """The loop axes each read (``x<k>``, its guards included) and body value (``t<k>``)
+    depends on."""
+    dep: dict[str, frozenset] = {f"x{k}": read_axes(o) for k, o in enumerate(spec.operands)}
     for name, expr, _dt, _d in spec.body:
         s: frozenset = frozenset()
         for tok in _NAME.findall(expr):
@@ -291,7 +297,7 @@ def _deps(spec: KernelSpec) -> dict[str, frozenset]:
 def _lines(spec: KernelSpec) -> list[tuple[str, str]]:
     """(name, statement) of every operand read and body line, reads first (body lines only
     use earlier names)."""
-    out = [(f"x{k}", f"x{k} = a{k}[{_idx(o.axes)}]") for k, o in enumerate(spec.operands)]
+    out = [(f"x{k}", operand_read(k, o)) for k, o in enumerate(spec.operands)]
     out += [(name, f"{name} = {expr}") for name, expr, _dt, _d in spec.body]
     return out
 

@@ -279,7 +279,7 @@ class Program:
                 return False
             ks = self.kernels[s.id]
             nd = ks.spec.ndim
-            return all(a is not v or sp.axes == tuple(range(nd))
+            return all(a is not v or (sp.axes == tuple(range(nd)) and not sp.shifted)
                        for (a, _), sp in zip(ks.binding.operands, ks.spec.operands))
 
         self.buffers = plan_buffers(

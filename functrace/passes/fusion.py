@@ -14,6 +14,11 @@ The rules (DESIGN.md, "compile latency is a first-class constraint"):
   unit axes in front of a group become static index maps of the group's reads
   (``resolve``); such a view equation only runs (as a numpy view) if something outside a group
   reads it.
+* **Pads are shifted reads**: a ``pad`` the target accepts (``SHIFTED_OPS``; no interior
+  padding, a constant fill) joins groups like an elementwise equation whose loop shape is its
+  *output* shape; its input is read at ``loop index - low`` where in range, else the fill is
+  used. Because the read is shifted it never reads a value of its own group, and its input
+  is never recomputed into the group.
 * Equations are visited in topological order and join an existing group when (a) the loop
   shape matches, (b) they do not read the group's reduction result, (c) they read the group's
   own values only elementwise (identity map), and (d) every other step they read was *created
@@ -39,9 +44,13 @@ from collections.abc import Callable
 from ..core import Eqn, Graph, Var
 
 __all__ = ["Group", "OpStep", "FusionPlan", "plan_fusion", "view_map", "VIEW_OPS",
-           "CHEAP_OPS"]
+           "CHEAP_OPS", "SHIFTED_OPS"]
 
 VIEW_OPS = frozenset({"broadcast_in_dim", "transpose", "reshape"})
+#: non-elementwise ops a group may hold as a *shifted read* of their first input over the
+#: loop shape of their output (``pad``: ``x[i - low]`` inside, the fill outside); whether a
+#: given equation qualifies is the target's ``fusible``
+SHIFTED_OPS = frozenset({"pad"})
 #: ops cheap enough to be recomputed in a later kernel rather than stored
 CHEAP_OPS = frozenset({"neg", "add", "sub", "mul", "integer_pow", "abs", "select", "max", "min",
                        "eq", "ne", "lt", "le", "gt", "ge", "convert_element_type", "and",
@@ -146,8 +155,8 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
 
     Args:
         graph: the graph to plan.
-        fusible: whether the target can put this equation (elementwise or reduction) in a
-            kernel; other equations become single-op steps.
+        fusible: whether the target can put this equation (elementwise, reduction, or a
+            ``SHIFTED_OPS`` equation) in a kernel; other equations become single-op steps.
         prefer_kernel: whether a group made of just this one equation is still worth a
             kernel (true for transcendental math; false for ``add``, ``reduce_sum``...).
         max_eqns: bound on a group's size.
@@ -196,15 +205,16 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
     by_shape: dict[tuple, list[Group]] = {}
 
     def loop_shape(e: Eqn):
-        if e.op.elementwise:
+        if _pointwise(e):
             return e.outputs[0].aval.shape
         return e.inputs[0].aval.shape
 
     def legal(e: Eqn, g: Group, shape) -> bool:
         if g.shape != shape or len(g.eqns) >= max_eqns:
             return False
-        if not e.op.elementwise and g.reduction is not None:
+        if not _pointwise(e) and g.reduction is not None:
             return False
+        shifted = e.op.name in SHIFTED_OPS
         for a in e.inputs:
             root, amap = resolve(a, shape)
             if not isinstance(root, Var):
@@ -213,6 +223,8 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             if p is None:
                 continue
             if p is g:
+                if shifted:      # a shifted read of the group's own value: not elementwise
+                    return False
                 if root in reduction_out:
                     return False
                 if amap != tuple(range(len(shape))) and amap != ():
@@ -222,7 +234,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
         return True
 
     for i, e in enumerate(eqns):
-        shape = loop_shape(e) if e.op.elementwise or e.op.reduction else None
+        shape = loop_shape(e) if _pointwise(e) or e.op.reduction else None
         if shape is None or not fusible(e) or 0 in shape:
             st = OpStep(len(steps), i, view=e.op.name in VIEW_OPS)
             steps.append(st)
@@ -253,7 +265,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             by_shape.setdefault(shape, []).append(target)
         target.eqns.append(i)
         group_of_eqn[i] = target
-        if not e.op.elementwise:
+        if not _pointwise(e):
             target.reduction = i
             reduction_out.update(e.outputs)
         for o in e.outputs:
@@ -319,14 +331,27 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
     return FusionPlan(graph, kept, producer, resolve)
 
 
+def _pointwise(e: Eqn) -> bool:
+    """Elementwise over its output shape: elementwise ops and shifted reads (``pad``)."""
+    return e.op.elementwise or e.op.name in SHIFTED_OPS
+
+
 def _recompute(graph, groups, producer, resolve, reduction_out):
     """Duplicate cheap elementwise cones of earlier groups into the groups that read them,
     when the cone adds at most one read (the one that replaces reading the value itself), so
     recomputing costs no extra memory traffic and the earlier group may not need to store the
-    value."""
+    value. The inputs of shifted reads (``pad``) are never recomputed (a shifted read of a
+    member value is not elementwise)."""
     eqns = graph.eqns
     producer_eqn = {o: i for i, e in enumerate(eqns) for o in e.outputs}
     for g in groups:
+        # values the group's shifted reads read: they must stay outside the group
+        shifted_roots = set()
+        for i in g.eqns:
+            if eqns[i].op.name in SHIFTED_OPS:
+                r = resolve(eqns[i].inputs[0], g.shape)[0]
+                if isinstance(r, Var):
+                    shifted_roots.add(r)
         changed = True
         while changed:
             changed = False
@@ -338,6 +363,8 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
                     if isinstance(r, Var) and r not in members:
                         reads.add(r)
             for i in list(g.eqns):
+                if eqns[i].op.name in SHIFTED_OPS:
+                    continue
                 for a in eqns[i].inputs:
                     root, amap = resolve(a, g.shape)
                     if not isinstance(root, Var) or root in members or root in reduction_out:
@@ -351,6 +378,9 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
                     if found is None:
                         continue
                     cone, leaves = found
+                    if shifted_roots and any(o in shifted_roots for j in cone
+                                             for o in eqns[j].outputs):
+                        continue
                     # at most one new read, replacing the read of ``root`` itself
                     if len(leaves - (reads - {root})) > 1 or \
                             len(g.eqns) + len(cone) > MAX_GROUP_EQNS:
