@@ -138,9 +138,15 @@ class Program:
     """
 
     def __init__(self, graph: Graph, parallel: bool = False, donate: tuple = (),
-                 no_fuse: frozenset = frozenset()):
+                 no_fuse: frozenset = frozenset(), roll: bool = True):
         # deterministic rewrites, so equation indices are stable across re-plans
-        graph = small_dots_as_loops(fold_constants_any_size(graph))
+        graph = fold_constants_any_size(graph)
+        if roll:     # unrolled Python loops back into compiled loops (passes.roll)
+            from ..passes.roll import roll_loops
+            from .cpu_loop import body_ok
+            graph = roll_loops(graph, body_ok)
+        graph = small_dots_as_loops(graph)
+        self.roll = roll
         self.graph = graph
         self.parallel = parallel
         self.donate = tuple(donate)
@@ -203,8 +209,9 @@ class Program:
             if not isinstance(s, Group):
                 return False
             ks = self.kernels[s.id]
+            # a shifted (fused pad) read is not elementwise: it never shares an output buffer
             return all(a is not v or (len(sp.axes) == ks.spec.ndim and
-                       sp.axes == tuple(range(ks.spec.ndim)))
+                       sp.axes == tuple(range(ks.spec.ndim)) and not sp.shifted)
                        for (a, _), sp in zip(ks.binding.operands, ks.spec.operands))
         self.buffers = plan_buffers(reads, writes, g.outputs, poolable, nbytes, donated,
                                     inplace_ok)
@@ -284,6 +291,7 @@ class Program:
                 f"{name}_k"
 
         kernel_names = {}
+        self.loops: list = []               # cpu_loop.LoopStep per loop equation
         for k, s in enumerate(self.plan.steps):
             if isinstance(s, Group):
                 ks = self.kernels[s.id]
@@ -343,6 +351,13 @@ class Program:
                         body.append(f"{outs} = {lv}")
                     else:
                         body.append(f"{outs} = {expr}   # dot_general")
+                elif e.op.name == "loop":
+                    from .cpu_loop import LoopStep
+                    ls = LoopStep(e, f"L{len(self.loops)}")
+                    self.loops.append(ls)
+                    ns[ls.name] = _interpreted(e)     # until the compiled loop is loaded
+                    body.append(f"{outs} = {ls.name}({ins})   # loop: {ls.length} trips, "
+                                f"{ls.n_kernels} kernels")
                 elif _view_expr(e, in_exprs) is not None:
                     body.append(f"{outs} = {_view_expr(e, in_exprs)}   # {e.op.name}")
                 else:
@@ -380,6 +395,9 @@ class Program:
             parts.append(f"# ---- kernel ftk_{ks.key} (group {ks.group.id}, "
                          f"{ks.n_eqns} equations, loop {ks.binding.extents}) ----\n"
                          + ks.source)
+        for ls in self.loops:
+            parts.append(f"# ---- loop {ls.name}: ftl_{ls.key} ({ls.length} trips) ----\n"
+                         + ls.source)
         parts.append("# ---- driver (K<n> are the kernels above, in order of first use) ----\n"
                      + self.driver_source)
         return "\n".join(parts)
@@ -387,25 +405,33 @@ class Program:
     def all_cached(self) -> bool:
         """Whether numba has every kernel on disk already (no numba import)."""
         from .numba_cpu import is_cached_on_disk  # sibling; lazy to avoid an import cycle
-        return all(is_cached_on_disk(ks.key) for ks in self.kernels.values())
+        return all(is_cached_on_disk(ks.key) for ks in self.kernels.values()) and all(
+            is_cached_on_disk(ls.key, "ftl_", "loop") for ls in self.loops)
 
     def __repr__(self):
         return (f"<Program: {len(self.plan.steps)} steps, {len(self.kernels)} kernels, "
                 f"pool {self.buffers.pool_bytes} bytes>")
 
 
+def _interpreted(e):
+    """An op step's numpy impl with its params bound."""
+    impl, params = e.op.impl, dict(e.params)
+    return lambda *args: impl(*args, **params)
+
+
 # impls that always return newly allocated arrays (never a view of an input)
-_FRESH = {"dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-          "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "cumsum", "cumprod", "sort",
+_FRESH = {"loop", "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+          "reduce_and", "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "cumsum",
+          "cumprod", "sort",
           "concatenate", "pad", "scatter", "iota", "cholesky", "triangular_solve", "solve",
           "inv", "det", "slogdet", "eigh", "svd", "qr"}
 _MAY_ALIAS_EW = {"stop_gradient", "real", "imag", "convert_element_type", "integer_pow"}
 
 
 # op steps whose results are C-contiguous and writeable whenever their inputs are
-_C_RESULT = {"dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-             "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "concatenate", "pad",
-             "scatter"}
+_C_RESULT = {"loop", "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+             "reduce_and", "reduce_or", "argmax", "argmin", "logsumexp", "l2norm",
+             "concatenate", "pad", "scatter"}
 
 
 def _c_result(e) -> bool:

@@ -42,14 +42,14 @@ import time
 import numpy as np
 
 from ..core import Graph
-from . import numpy_ref
+from . import cpu_loop, numpy_ref
 from .cpu_driver import KernelStep, Program
 from .cpu_target import CPU_EXPRS, fusible, prefer_kernel
 from .malloc_tuning import tune_once
 from .modfiles import cache_dir, load_source_module
 
 __all__ = ["compile", "lower", "Executable", "Program", "CPU_EXPRS", "fusible",
-           "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel",
+           "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel", "load_loop",
            "is_cached_on_disk"]
 
 log = logging.getLogger("functrace")
@@ -59,19 +59,21 @@ log = logging.getLogger("functrace")
 # --------------------------------------------------------------------------------------------
 
 _kernels: dict[str, object] = {}     # key -> numba dispatcher (shared by every graph)
+_loops: dict[str, object] = {}       # key -> compiled loop (cpu_loop), likewise
 _kernel_lock = threading.RLock()
 
 
-def is_cached_on_disk(key: str) -> bool:
-    """Whether numba has machine code for this kernel on disk (no numba import)."""
-    if key in _kernels:
+def is_cached_on_disk(key: str, prefix: str = "ftk_", fn: str = "kernel") -> bool:
+    """Whether numba has machine code for this kernel (or loop module, ``prefix="ftl_"``,
+    ``fn="loop"``) on disk (no numba import)."""
+    if key in (_kernels if prefix == "ftk_" else _loops):
         return True
     d = os.path.join(cache_dir(), "__pycache__")
     try:
         names = os.listdir(d)
     except OSError:
         return False
-    prefix = f"ftk_{key}.kernel"
+    prefix = f"{prefix}{key}.{fn}"
     return any(n.startswith(prefix) and n.endswith(".nbi") for n in names)
 
 
@@ -90,10 +92,23 @@ def load_kernel(key: str, source: str):
         return k
 
 
+def load_loop(key: str, source: str):
+    """The numba dispatcher of a compiled loop (``cpu_loop``), like ``load_kernel``."""
+    f = _loops.get(key)
+    if f is not None:
+        return f
+    with _kernel_lock:
+        f = _loops.get(key)
+        if f is None:
+            f = _loops[key] = load_source_module("functrace_loops", "ftl_", key, source).loop
+        return f
+
+
 def clear_memory_caches() -> None:
     """Forget compiled executables and in-memory kernels (disk cache untouched)."""
     _exec_strong.clear()
     _kernels.clear()
+    _loops.clear()
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,14 +182,28 @@ class Executable:
                         self.compile_failures.append(str(exc))
                         continue
                     prog.namespace[prog.kernel_names[ks.key]] = fn
-                if not failed:
+                roll = prog.roll
+                for ls in prog.loops:
+                    try:
+                        fn = load_loop(ls.key, ls.source)
+                        cpu_loop.warm_up(fn, ls)
+                    except Exception as exc:   # the loops stay unrolled
+                        log.warning("functrace: compiled loop %s failed, running the graph "
+                                    "unrolled: %s", ls.key, str(exc)[:500])
+                        self.compile_failures.append(str(exc))
+                        roll = False
+                        break
+                    prog.namespace[ls.name] = cpu_loop.make_runner(fn, ls)
+                if not failed and roll == prog.roll:
                     break
                 # re-plan without the failed equations (the last resort fuses nothing)
                 no_fuse = prog.no_fuse | frozenset(failed)
                 if attempt == 3:
                     no_fuse = frozenset(range(len(prog.graph.eqns)))
+                if roll != prog.roll:     # equation indices change with the rolling
+                    no_fuse = frozenset()
                 prog = self._program = Program(self.graph, self.parallel, self.donate,
-                                               no_fuse)
+                                               no_fuse, roll=roll)
             if dbg >= 2:
                 print(prog.source, file=sys.stderr)
             ns = dict(prog.namespace)

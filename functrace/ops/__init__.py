@@ -7,7 +7,8 @@ dtype and explicit shapes. Imports core/tracing only.
 """
 
 from ..core import registry
-from . import dot, elementwise, indexing, reduce, shape
+from . import control, dot, elementwise, indexing, reduce, shape
+from .control import *  # noqa: F403
 from .dot import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
@@ -15,4 +16,4 @@ from .linalg import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 
-__all__ = ["registry", "dot", "elementwise", "indexing", "reduce", "shape"]
+__all__ = ["registry", "control", "dot", "elementwise", "indexing", "reduce", "shape"]

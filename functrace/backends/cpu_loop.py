@@ -1,0 +1,328 @@
+"""Lowering a ``loop`` equation (``ops.control.loop_p``, made by ``passes.roll``) for the CPU:
+the whole loop becomes one numba function that runs every trip in compiled code.
+
+Owns ``LoopStep`` (the module source of one loop: the body's fused kernels and the ``loop``
+function calling them trip after trip), ``plan_body`` (whether a body can be compiled, cached
+per body graph: ``passes.roll`` asks before rolling) and ``make_runner`` (the Python wrapper
+the driver calls). Text only, like ``cpu_driver``: never imports numba. Imports core, ops,
+passes, codegen, cpu_target and cpu_driver.
+
+Layout inside the compiled loop: every value is a flat, C-contiguous 1-d buffer, reshaped (a
+free view in numba) to whatever shape a kernel reads it with. Constants and initial carries
+are flattened once per call; per-trip reads are gathered once per call into a ``(trips,
+size)`` array whose row ``j`` is trip ``j``'s slice; stacked results are written straight
+into row ``j`` of their ``(trips, size)`` output. Carries live in two buffers that swap
+after every trip (a trip reads the old one and writes the new one). Body values nobody
+outside the trip reads go to scratch buffers allocated once per call.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+from ..core import Graph, Lit, Var
+from ..passes.fusion import Group, plan_fusion
+from .codegen import Unsupported, build_spec, render_cpu, spec_key
+from .cpu_driver import fold_constants_any_size, small_dots_as_loops
+from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, CPU_EXPRS, _vecmath_hash, fusible
+
+__all__ = ["LoopStep", "plan_body", "body_ok", "make_runner", "warm_up"]
+
+_plans: dict = {}
+
+
+def plan_body(body: Graph):
+    """The kernel plan of a loop body, or an ``Unsupported`` reason (str) when a trip cannot
+    run as compiled code (cached per body graph)."""
+    hit = _plans.get(body)
+    if hit is None:
+        try:
+            hit = _BodyPlan(body)
+        except Unsupported as exc:
+            hit = str(exc)
+        if len(_plans) > 256:
+            _plans.clear()
+        _plans[body] = hit
+    return hit
+
+
+def body_ok(body: Graph) -> bool:
+    return not isinstance(plan_body(body), str)
+
+
+class _BodyPlan:
+    """The body's fusion plan and kernel specs; every step must be a kernel or a reshape."""
+
+    def __init__(self, body: Graph):
+        g = small_dots_as_loops(fold_constants_any_size(body))
+        self.graph = g
+        plan = plan_fusion(g, fusible, lambda e: True)
+        self.steps = []
+        for s in plan.steps:
+            if isinstance(s, Group):
+                spec, binding = build_spec(g, s, CPU_EXPRS, plan.resolve)
+                if spec.reduction is None and not spec.outputs:
+                    raise Unsupported("a kernel without outputs")
+                self.steps.append(("kernel", spec, binding, s))
+                continue
+            e = g.eqns[s.eqn]
+            if e.op.name == "reshape" and isinstance(e.inputs[0], Var):
+                self.steps.append(("alias", e.outputs[0], e.inputs[0]))
+                continue
+            raise Unsupported(f"{e.op.name} in a loop body has no compiled form")
+        for o in g.outputs:
+            if isinstance(o, Lit):
+                raise Unsupported("a literal loop result")
+
+
+def _copy(dst: str, src: str) -> list[str]:
+    """Lines copying flat buffer ``src`` into ``dst``: a plain loop (numba compiles the
+    generic ``dst[:] = src`` slice assignment in ~1.6 s). The temporary is named after the
+    destination, so copies of different dtypes never share a variable."""
+    tmp = "cp_" + "".join(ch if ch.isalnum() else "_" for ch in dst)
+    return [f"{tmp} = {src}", f"for q in range({dst}.shape[0]):", f"    {dst}[q] = {tmp}[q]"]
+
+
+def _inline(kernel_text: str, args: list[str], sfx: str) -> list[str]:
+    """The body of a rendered kernel function as lines of the loop function: parameters bound
+    to ``args``, every local renamed with ``sfx`` (one numba function per loop module compiles
+    ~0.15 s faster than a loop calling separate kernel functions)."""
+    fn = ast.parse(kernel_text).body[0]
+    params = [a.arg for a in fn.args.args]
+    local = set(params) | {n.id for n in ast.walk(fn)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    body = fn.body
+    if not isinstance(body[-1], ast.Return) or any(
+            isinstance(n, ast.Return) for st in body[:-1] for n in ast.walk(st)):
+        raise Unsupported("a kernel that returns early cannot be inlined")
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in local:
+                return ast.copy_location(ast.Name(node.id + sfx, node.ctx), node)
+            return node
+    lines = [f"{p}{sfx} = {a}" for p, a in zip(params, args)]
+    for st in body[:-1]:
+        lines.extend(ast.unparse(Rename().visit(st)).splitlines())
+    return lines
+
+
+def _rows(m) -> str:
+    """The stacked array a carry is read back from: ``Y<m>`` (a result) or ``X<k>``."""
+    return f"Y{m}" if isinstance(m, int) else m
+
+
+def _view(name: str, shape) -> str:
+    """A flat buffer as the ``shape`` a kernel reads (1-d: the buffer itself; each reshape
+    costs numba compile time)."""
+    if len(shape) == 1:
+        return name
+    return f"{name}.reshape({tuple(int(n) for n in shape)!r})"
+
+
+class LoopStep:
+    """One ``loop`` equation lowered: its module source, content key and call layout.
+
+    Attributes:
+        key: content hash of ``source`` (the module file is ``ftl_<key>.py``).
+        source: the generated module (kernels ``k<n>`` and the ``loop`` function).
+        name: the driver's name for the runner (``L<n>``).
+    """
+
+    def __init__(self, eqn, name: str):
+        p = eqn.params
+        body: Graph = p["body"]
+        bp = plan_body(body)
+        if isinstance(bp, str):
+            raise Unsupported(bp)
+        self.name = name
+        self.length = int(p["length"])
+        self.n_consts, self.n_carry = p["n_consts"], p["n_carry"]
+        self.xs = p["xs"]
+        self.in_avals = [a.aval for a in eqn.inputs]
+        self.out_avals = [o.aval for o in eqn.outputs]
+        g = bp.graph
+        nc, nk = self.n_consts, self.n_carry
+        ins = g.inputs
+        name_of: dict[Var, str] = {}
+        for k, v in enumerate(ins[:nc]):
+            name_of[v] = f"c{k}"
+        for k, v in enumerate(ins[nc:nc + nk]):
+            name_of[v] = f"cur{k}"
+        for k, v in enumerate(ins[nc + nk:]):
+            name_of[v] = f"X{k}[j]"
+        carry_out = list(g.outputs[:nk])
+        ys = list(g.outputs[nk:])
+        # where each kernel-written value lives
+        home: dict[Var, str] = {}
+        # a carry that is also a stacked result lives only in its row of the stack: the next
+        # trip reads row j - 1 (no carry buffers, no copy)
+        stacked_carry: dict[int, int | str] = {}
+        for m, v in enumerate(ys):
+            if isinstance(v, Var) and v not in name_of and v not in home:
+                home[v] = f"Y{m}[j]"
+                for k, c in enumerate(carry_out):
+                    if c is v and k not in stacked_carry:
+                        stacked_carry[k] = m
+        for k, v in enumerate(carry_out):
+            if isinstance(v, Var) and v not in name_of and v not in home:
+                home[v] = f"nxt{k}"
+        self.lits: list[np.ndarray] = []
+        scratch: list[tuple[str, int, np.dtype]] = []
+        calls: list[str] = []
+        n_kernels = 0
+        for step in bp.steps:
+            if step[0] == "alias":
+                _, out, src = step
+                if src not in name_of:
+                    raise Unsupported("a reshape of a value the loop does not hold")
+                name_of[out] = name_of[src]
+                continue
+            _, spec, binding, grp = step
+            kernel_text = render_cpu(spec, "kernel")
+            args = [str(n) for n in binding.extents]
+            for atom, rshape in binding.operands:
+                if isinstance(atom, Lit):
+                    self.lits.append(np.ascontiguousarray(atom.val.reshape(rshape)).reshape(-1))
+                    args.append(_view(f"L{len(self.lits) - 1}", rshape))
+                    continue
+                if atom not in name_of:
+                    raise Unsupported("a kernel reads a value the loop does not hold")
+                args.append(_view(name_of[atom], rshape))
+            written = list(binding.outputs)
+            if binding.reduction is not None:
+                written.append(binding.reduction)
+            for v, kshape in written:
+                if v not in home:
+                    home[v] = f"s{len(scratch)}"
+                    scratch.append((home[v], int(v.aval.size), v.aval.dtype))
+                name_of[v] = home[v]
+                args.append(_view(home[v], kshape))
+            ops_ = " ".join(g.eqns[i].op.name for i in grp.eqns)
+            calls.append(f"# kernel {n_kernels}: {ops_[:70]}")
+            calls.extend(_inline(kernel_text, args, f"_{n_kernels}"))
+            n_kernels += 1
+        # likewise a carry that is a per-trip read: the next trip reads the previous row
+        for k, v in enumerate(carry_out):
+            src = name_of.get(v, "")
+            if src.startswith("X") and k not in stacked_carry:
+                stacked_carry[k] = src[:-len("[j]")]
+        # results not written in place: copied at the end of the trip (before the swap)
+        copies = []
+        for k, v in enumerate(carry_out):
+            src = name_of.get(v)
+            if src is None:
+                raise Unsupported("a loop carry with no compiled value")
+            if k in stacked_carry:
+                continue
+            if src != f"nxt{k}":
+                copies += _copy(f"nxt{k}", src)
+        for m, v in enumerate(ys):
+            src = name_of.get(v)
+            if src is None:
+                raise Unsupported("a loop result with no compiled value")
+            if src != f"Y{m}[j]":
+                copies += _copy(f"Y{m}[j]", src)
+        n_x = len(ins) - nc - nk
+        params = (["T"] + [f"c{k}" for k in range(nc)] + [f"i{k}" for k in range(nk)]
+                  + [f"X{k}" for k in range(n_x)] + [f"Y{m}" for m in range(len(ys))]
+                  + [f"F{k}" for k in range(nk)] + [f"L{q}" for q in range(len(self.lits))])
+        # carry pairs and scratch come from the caller (np.empty in numba costs compile time)
+        self.buffers = []
+        for k, v in enumerate(ins[nc:nc + nk]):
+            if k in stacked_carry:
+                continue
+            self.buffers += [(f"cur{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype)),
+                             (f"nxt{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype))]
+        self.buffers += [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in scratch]
+        params += [nm for nm, _, _ in self.buffers]
+        lines = [f"@numba.njit({_JIT_FLAGS})", f"def loop({', '.join(params)}):"]
+        swapped = [k for k in range(nk) if k not in stacked_carry]
+        for k in swapped:
+            lines.extend("    " + x for x in _copy(f"cur{k}", f"i{k}"))
+        lines.append("    for j in range(T):")
+        for k, m in stacked_carry.items():
+            lines.append(f"        cur{k} = i{k} if j == 0 else {_rows(m)}[j - 1]")
+        lines.extend("        " + c for c in calls + copies)
+        for k in swapped:
+            lines.append(f"        cur{k}, nxt{k} = nxt{k}, cur{k}")
+        for k in swapped:
+            lines.extend("    " + x for x in _copy(f"F{k}", f"cur{k}"))
+        for k, m in stacked_carry.items():
+            last = f"{_rows(m)}[T - 1] if T > 0 else i{k}"
+            lines.extend("    " + x for x in _copy(f"F{k}", last))
+        lines.append("    return 0")
+        head = (f"# functrace loop (numba CPU), codegen v{CODEGEN_VERSION}, "
+                f"vecmath {_vecmath_hash()}\n"
+                "import numpy as np\nimport numba\n"
+                "from functrace.backends import vecmath as vm\n"
+                "from functrace.backends import cpu_scalar as cs\n\n\n")
+        text = head + "\n".join(lines) + "\n"
+        self.key = spec_key(text)
+        self.source = text.replace("# functrace loop", f"# functrace loop {self.key}", 1)
+        self.n_kernels = n_kernels
+        self.y_avals = [v.aval for v in ys]
+        self.carry_avals = [v.aval for v in carry_out]
+
+
+def _flat(x, dt):
+    a = np.asarray(x)
+    if a.dtype != dt:
+        a = a.astype(dt)
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _stack(x, spec, trips: int, dt) -> np.ndarray:
+    """Every trip's slice of ``x`` as rows of a C-contiguous ``(trips, size)`` array."""
+    from ..ops.control import loop_slices
+    a = np.asarray(x)
+    if a.dtype != dt:
+        a = a.astype(dt)
+    base = a[loop_slices(spec, 0)]
+    step = sum(d * s for d, s in zip(spec[1], a.strides))
+    view = np.lib.stride_tricks.as_strided(base, (trips,) + base.shape,
+                                           (step,) + base.strides, writeable=False)
+    return np.ascontiguousarray(view).reshape(trips, -1)
+
+
+def make_runner(fn, ls: LoopStep):
+    """The driver-side call of a compiled loop: flatten, gather, call, reshape."""
+    T, nc, nk = ls.length, ls.n_consts, ls.n_carry
+    in_dts = [a.dtype for a in ls.in_avals]
+    specs = ls.xs
+    ys = [(a.shape, a.dtype, max(int(np.prod(a.shape[1:], dtype=np.int64)), 1))
+          for a in ls.out_avals[nk:]]
+    carries = [(a.shape, a.dtype, max(a.size, 1)) for a in ls.out_avals[:nk]]
+    lits = ls.lits
+    bufs = ls.buffers
+
+    def run(*args):
+        flat = [_flat(a, dt) for a, dt in zip(args[:nc + nk], in_dts)]
+        xs = [_stack(a, spec, T, dt) for a, spec, dt in zip(args[nc + nk:], specs,
+                                                             in_dts[nc + nk:])]
+        Y = [np.empty((T, m), dt) for _, dt, m in ys]
+        F = [np.empty(m, dt) for _, dt, m in carries]
+        fn(T, *flat, *xs, *Y, *F, *lits, *[np.empty(n, dt) for _, n, dt in bufs])
+        return [f.reshape(s) for f, (s, _, _) in zip(F, carries)] + \
+            [y.reshape(s) for y, (s, _, _) in zip(Y, ys)]
+    return run
+
+
+def warm_up(fn, ls: LoopStep) -> None:
+    """Compile the one specialisation the runner calls (zero trips: nothing runs)."""
+    nc, nk = ls.n_consts, ls.n_carry
+    args = [0]
+    for a in ls.in_avals[:nc + nk]:
+        args.append(np.zeros(max(a.size, 1), a.dtype))
+    for a in ls.in_avals[nc + nk:]:
+        args.append(np.zeros((1, 1), a.dtype))
+    for a in ls.y_avals:
+        args.append(np.zeros((1, max(a.size, 1)), a.dtype))
+    for a in ls.carry_avals:
+        args.append(np.zeros(max(a.size, 1), a.dtype))
+    args.extend(ls.lits)
+    args.extend(np.empty(n, dt) for _, n, dt in ls.buffers)
+    fn(*args)
+

@@ -1,0 +1,258 @@
+"""Loop rolling (passes.roll), the ``loop`` op, and compiled loops on the CPU (cpu_loop).
+
+Every compiled result is compared with the reference interpreter on the unrolled graph, and
+the RNN gradient with its hand-derived gradient."""
+
+import numpy as np
+import pytest
+
+import functrace as ft
+import functrace.numpy as fnp
+from functrace.backends import cpu_loop, numba_cpu, numpy_ref
+from functrace.core import AVal, verify
+from functrace.errors import ShapeError
+from functrace.ops import loop_p
+from functrace.passes.roll import MIN_TRIPS, roll_loops
+from functrace.printing import graph_from_json, graph_to_json
+
+
+def rnn_loss(W, xs):
+    h = fnp.zeros(W.shape[0], W.dtype)
+    for t in range(xs.shape[0]):
+        h = fnp.tanh(W @ h + xs[t])
+    return fnp.sum(h * h)
+
+
+def rnn_hand(W, xs):
+    hs = [np.zeros(W.shape[0], W.dtype)]
+    for t in range(xs.shape[0]):
+        hs.append(np.tanh(W @ hs[-1] + xs[t]))
+    dW = np.zeros_like(W)
+    dh = 2 * hs[-1]
+    for t in range(xs.shape[0], 0, -1):
+        dz = dh * (1 - hs[t] * hs[t])
+        dW += np.outer(dz, hs[t - 1])
+        dh = W.T @ dz
+    return dW
+
+
+def graph_of(f, *args):
+    return ft.trace(f)(*args).graph
+
+
+def loops_in(g):
+    return [e for e in g.eqns if e.op is loop_p]
+
+
+def program_of(g):
+    return numba_cpu.Program(g)
+
+
+@pytest.fixture
+def rnn_args():
+    rng = np.random.default_rng(0)
+    return rng.normal(0, 0.3, (6, 6)), rng.normal(size=(30, 6))
+
+
+# --------------------------------------------------------------------------------------------
+# the pass, on the interpreter
+# --------------------------------------------------------------------------------------------
+
+def test_rnn_gradient_rolls_into_a_forward_and_a_backward_loop(rnn_args):
+    W, xs = rnn_args
+    g = graph_of(ft.grad(rnn_loss), W, xs)
+    r = roll_loops(g)
+    verify(r)
+    loops = loops_in(r)
+    assert len(loops) == 2
+    assert len(r.eqns) < len(g.eqns) // 5
+    assert all(e.params["length"] >= MIN_TRIPS for e in loops)
+    # the backward loop walks the forward loop's stacked states in reverse
+    back = loops[1]
+    assert any(spec[1][0] == -1 for spec in back.params["xs"])
+    want = numpy_ref.run(g, [W, xs])[0]
+    got = numpy_ref.run(r, [W, xs])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(got, rnn_hand(W, xs), rtol=1e-12, atol=1e-14)
+    # a rolled graph prints and round-trips through JSON like any other
+    assert "loop(" in str(r)
+    assert graph_from_json(graph_to_json(r)) == r
+
+
+def test_short_runs_and_independent_repeats_stay_unrolled():
+    xs = np.arange(12.0).reshape(6, 2)
+
+    def short(xs):
+        h = xs[0]
+        for t in range(1, MIN_TRIPS - 2):
+            h = fnp.sin(h) + xs[t]
+        return h
+    g = graph_of(short, xs)
+    assert roll_loops(g) is g
+
+    def independent(x):    # the same equations, but no trip reads another: nothing to roll
+        return [fnp.sin(x * float(k)) for k in range(12)]
+    g = graph_of(independent, np.ones(3))
+    assert not loops_in(roll_loops(g))
+
+
+def test_a_rejected_body_stays_unrolled(rnn_args):
+    W, xs = rnn_args
+    g = graph_of(ft.grad(rnn_loss), W, xs)
+    seen = []
+    r = roll_loops(g, body_ok=lambda body: seen.append(body) or False)
+    assert seen and not loops_in(r)
+    assert r == g
+
+
+def test_loop_op_checks_its_operands():
+    g = graph_of(lambda x: x * 2.0, np.ones(3))
+    with pytest.raises(ShapeError, match="body takes"):
+        loop_p.abstract_eval(AVal((3,), "float64"), AVal((3,), "float64"), body=g, length=4,
+                             n_consts=0, n_carry=1, xs=())
+    with pytest.raises(ShapeError, match="comes back"):
+        h = graph_of(lambda x: x[:2], np.ones(3))
+        loop_p.abstract_eval(AVal((3,), "float64"), body=h, length=4, n_consts=0, n_carry=1,
+                             xs=())
+
+
+# --------------------------------------------------------------------------------------------
+# compiled loops against the interpreter
+# --------------------------------------------------------------------------------------------
+
+def check_jit(f, *args, loops=None, rtol=1e-12, atol=1e-13):
+    """``ft.jit(f)`` (compiled at once) against the reference interpreter on the unrolled
+    graph; ``loops``: how many compiled loops the program must have."""
+    g = graph_of(f, *args)
+    want = numpy_ref.run(g, list(args))
+    prog = program_of(g)
+    if loops is not None:
+        assert len(prog.loops) == loops, prog.source[-3000:]
+    got = ft.jit(f, eager=True)(*args)
+    got = got if isinstance(got, list | tuple) else [got]
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    return prog
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_rnn_gradient_compiled_loops(dtype):
+    rng = np.random.default_rng(1)
+    W = rng.normal(0, 0.3, (16, 16)).astype(dtype)
+    xs = rng.normal(size=(40, 16)).astype(dtype)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    prog = check_jit(ft.grad(rnn_loss), W, xs, loops=2, rtol=tol, atol=tol)
+    assert "def loop(" in prog.source
+    got = ft.jit(ft.grad(rnn_loss))(W, xs)
+    np.testing.assert_allclose(got, rnn_hand(W, xs), rtol=tol * 10, atol=tol)
+
+
+def test_stacked_results_reductions_and_scalar_carries():
+    xs = np.random.default_rng(2).normal(size=(20, 5))
+
+    def f(xs):
+        s = fnp.zeros(())
+        h = fnp.ones(5)
+        outs = []
+        for t in range(xs.shape[0]):
+            s = 0.9 * s + fnp.sum(fnp.sin(xs[t]))        # a reduction into a 0-d carry
+            h = h * 0.5 + fnp.exp(-xs[t] * s)
+            outs.append(h * 2.0)                          # every trip's value is returned
+        return s, h, fnp.stack(outs)
+    check_jit(f, xs, loops=1)
+
+
+@pytest.mark.parametrize("read", ["column", "strided", "reversed", "block"])
+def test_per_trip_reads(read):
+    xs = np.random.default_rng(3).normal(size=(24, 24))
+
+    def f(xs):
+        h = fnp.zeros(xs.shape[0] if read == "column" else 4 if read == "block" else 24)
+        for t in range(10):
+            if read == "column":
+                x = xs[:, t]
+            elif read == "strided":
+                x = xs[2 * t]
+            elif read == "reversed":
+                x = xs[23 - t]
+            else:
+                x = xs[2 * t:2 * t + 4, 3]
+            h = fnp.tanh(h * 0.7 + x)
+        return h
+    check_jit(f, xs, loops=1)
+
+
+def test_integer_carry_and_array_constants():
+    xs = np.random.default_rng(4).normal(size=(16, 3))
+    k0 = np.array([1.0, -2.0, 0.5])
+
+    def f(xs):
+        n = fnp.zeros((), "int64")
+        h = fnp.zeros(3)
+        for t in range(xs.shape[0]):
+            n = n + fnp.sum(xs[t] > 0)                   # an int64 carry
+            h = fnp.maximum(h, xs[t] * k0) + n * 0.01
+        return n, h
+    check_jit(f, xs, loops=1)
+
+
+def test_gradients_with_respect_to_the_per_trip_inputs(rnn_args):
+    W, xs = rnn_args
+    f = ft.grad(rnn_loss, argnums=(0, 1))
+    g = graph_of(f, W, xs)
+    got = ft.jit(f, eager=True)(W, xs)
+    want = numpy_ref.run(g, [W, xs])
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_hessian_of_a_loop():
+    x = np.random.default_rng(5).normal(size=4)
+
+    def f(x):
+        h = x
+        for _ in range(12):
+            h = fnp.sin(h) * 0.9 + x
+        return fnp.sum(h * h)
+    check_jit(ft.hessian(f), x)
+
+
+def test_a_body_without_a_compiled_form_is_not_rolled():
+    xs = np.random.default_rng(6).normal(size=(12, 5))
+
+    def f(xs):
+        h = fnp.zeros(5)
+        for t in range(xs.shape[0]):
+            h = fnp.sort(h + xs[t])       # sort has no kernel: the trips stay unrolled
+        return h
+    rolled = loops_in(roll_loops(graph_of(f, xs)))     # the pass alone rolls it ...
+    assert rolled and isinstance(cpu_loop.plan_body(rolled[0].params["body"]), str)
+    assert not cpu_loop.body_ok(rolled[0].params["body"])
+    check_jit(f, xs, loops=0)                             # ... the CPU backend refuses
+
+
+def test_compiled_loops_are_cached_on_disk(tmp_path, monkeypatch, rnn_args):
+    monkeypatch.setenv("FUNCTRACE_CACHE_DIR", str(tmp_path))
+    W, xs = rnn_args
+    g = graph_of(ft.grad(rnn_loss), W, xs)
+    ex = numba_cpu.Executable(g, eager=True)
+    assert not ex.lower().all_cached()
+    ex(W, xs)
+    assert ex.lower().all_cached()
+    assert list(tmp_path.glob("ftl_*.py"))
+
+
+def test_a_loop_that_fails_to_compile_runs_unrolled(monkeypatch, rnn_args):
+    W, xs = rnn_args
+    g = graph_of(ft.grad(rnn_loss), W, xs)
+
+    def boom(fn, ls):
+        raise RuntimeError("no loop today")
+    monkeypatch.setattr(cpu_loop, "warm_up", boom)
+    ex = numba_cpu.Executable(g, eager=True)
+    got = ex(W, xs)[0]
+    assert any("no loop today" in m for m in ex.compile_failures)
+    assert not ex.lower().loops and not ex.lower().roll
+    np.testing.assert_allclose(got, rnn_hand(W, xs), rtol=1e-12, atol=1e-14)
