@@ -256,3 +256,20 @@ def test_a_loop_that_fails_to_compile_runs_unrolled(monkeypatch, rnn_args):
     assert any("no loop today" in m for m in ex.compile_failures)
     assert not ex.lower().loops and not ex.lower().roll
     np.testing.assert_allclose(got, rnn_hand(W, xs), rtol=1e-12, atol=1e-14)
+
+
+def test_maps_roll_and_irregular_reads_do_not():
+    xs = np.random.default_rng(7).normal(size=(12, 4))
+
+    def mapped(xs):                 # no carry: every trip reads its own row
+        return fnp.stack([fnp.sin(xs[i]) * 2.0 for i in range(12)])
+    check_jit(mapped, xs, loops=1)
+
+    def irregular(x):               # trips read x[i % 3]: not a fixed step per trip
+        s = fnp.zeros(4)
+        for i in range(12):
+            s = s + fnp.sin(x[i % 3]) * x[(i + 1) % 3]
+        return s
+    g = graph_of(irregular, xs)
+    assert roll_loops(g) == g
+    check_jit(irregular, xs, loops=0)

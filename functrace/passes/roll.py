@@ -107,7 +107,7 @@ def _find_run(g: Graph, start: int, body_ok, min_trips: int, max_period: int):
     while a < n - min_trips:
         b = nxt[a]
         tried = 0
-        rolled = None
+        skip = 1
         while b != -1 and b - a <= max_period and tried < 3:
             P = b - a
             tried += 1
@@ -118,11 +118,21 @@ def _find_run(g: Graph, start: int, body_ok, min_trips: int, max_period: int):
                         sig[a:a + P]:
                     R += 1
                 if R >= min_trips:
-                    rolled = _roll(g, a, P, R, producer, readers, outputs, body_ok)
-                    if rolled is not None:
-                        return rolled
+                    if not all(eqns[a + ii].op.name in _VIEWS for ii in range(P)):
+                        # the first trip may differ (it reads the initial state): then the
+                        # run from the second trip on rolls
+                        for a0, r0 in ((a, R), (a + P, R - 1)):
+                            if r0 < min_trips:
+                                continue
+                            rolled = _roll(g, a0, P, r0, producer, readers, outputs,
+                                           body_ok)
+                            if rolled is not None:
+                                return rolled
+                    # no start inside a run that failed can do better: skip it (this keeps
+                    # the search linear on long runs that do not roll)
+                    skip = max(skip, P * R)
             b = nxt[b]
-        a += 1
+        a += skip
     return None
 
 
