@@ -21,6 +21,12 @@ How a group becomes a kernel:
   (``Operand.offsets``/``guards``/``fill``, rendered by ``operand_read``). Views between the
   pad's input and its root fold as above (a root axis indexed by loop axis ``d`` is shifted
   by ``lo_d``); the pad's output is that read. Guarded loop axes are never merged.
+* An array literal root is not read when ``literal_kind`` (bitwise, once per literal) finds it
+  *uniform* (a scalar constant, like a 0-d literal) or *single-diagonal* (zero except ``v`` on
+  ``index_q - index_p == k`` of its two varying axes, or on a slice of that diagonal): the
+  latter is a body value computed from the loop indices, ``(v if i1 - i0 == k else 0)``, at
+  the depth of its deeper axis, and its two loop axes are never merged. (jacfwd's ``eye``
+  basis, sliced/scaled/padded and folded at lowering, is read as nothing.)
 * Loop axes of extent 1 are dropped and adjacent loop axes that every operand reads in order
   are merged (``(256, 512)`` elementwise becomes one loop of 131072), so the inner loop is
   long and contiguous and LLVM vectorises it. The kernel key depends only on the structure,
@@ -50,7 +56,8 @@ from ..core import Graph, Lit, Var
 
 __all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
            "const_expr", "render_cpu", "spec_key", "logic_expr", "convert_expr", "fusible_pad",
-           "operand_read", "read_axes", "read_depth", "REDUCTION_KINDS", "CHUNK"]
+           "operand_read", "read_axes", "read_depth", "literal_kind", "REDUCTION_KINDS",
+           "CHUNK"]
 
 #: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
 CHUNK = 2048
@@ -281,6 +288,35 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     op_list: list[tuple[object, tuple, tuple | None]] = []
     names: dict[Var, str] = {}
     lines: list[tuple[str, str, np.dtype, frozenset]] = []
+    # array literals computed from the loop indices instead of read (``literal_kind``)
+    kinds: dict[int, tuple | None] = {}       # id(literal) -> its kind, checked once
+    diag_index: dict[tuple, str] = {}         # (id(literal), dp, dq) -> body value name
+    diags: list[tuple] = []       # (name, dp, dq, (k, lo, hi), value, zero, dtype)
+    tmp = 0
+
+    def literal_value(root, amap) -> str | None:
+        """A uniform literal's constant, or the body value of a single-diagonal one read with
+        both diagonal axes on distinct loop axes of extent > 1; None: read it."""
+        nonlocal tmp
+        if id(root) not in kinds:
+            kinds[id(root)] = literal_kind(root.val)
+        kind = kinds[id(root)]
+        if kind is None:
+            return None
+        dt = root.aval.dtype
+        if kind[0] == "uniform":
+            return const_expr(kind[1], dt)
+        _tag, p, q, k, v, lo, hi = kind
+        dp, dq = amap[p], amap[q]
+        if dp is None or dq is None or dp == dq or loop_shape[dp] == 1 or loop_shape[dq] == 1:
+            return None
+        key = (id(root), dp, dq)
+        name = diag_index.get(key)
+        if name is None:
+            name = diag_index[key] = f"t{tmp}"
+            tmp += 1
+            diags.append((name, dp, dq, (k, lo, hi), const_expr(v, dt), const_expr(0, dt), dt))
+        return name
 
     def operand(atom) -> str:
         if isinstance(atom, Lit) and atom.val.ndim == 0:
@@ -290,6 +326,10 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
         root, amap = view_of(atom, loop_shape, group)
         if isinstance(root, Lit) and root.val.ndim == 0:
             return const_expr(root.val, root.aval.dtype)
+        if isinstance(root, Lit):
+            value = literal_value(root, amap)
+            if value is not None:
+                return value
         if isinstance(root, Var) and root in members:
             raise Unsupported("a group value is read through a non-identity view")
         key = (root if isinstance(root, Var) else ("lit", id(root)), amap)
@@ -323,7 +363,6 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
             op_list.append((root, amap, shift))
         return f"x{k}"
 
-    tmp = 0
     for e in eqns:
         if e is red_eqn:
             continue
@@ -354,7 +393,8 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     outputs = [(names[v], v) for v in group.outputs if v in names]
 
     # --- simplify the loop nest: drop extent-1 axes, merge axes every access reads in order
-    # (never a guarded axis: its guard tests its own index)
+    # (never a guarded axis: its guard tests its own index; nor a diagonal's axis: its value
+    # compares two indices)
     nd = len(loop_shape)
     guarded: set[int] = set()
     for _root, _amap, shift in op_list:
@@ -362,6 +402,7 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
             guarded.update(d for d in range(nd) if shift[0][d] or shift[1][d])
     if any(loop_shape[d] == 1 for d in guarded):
         raise Unsupported("a padded loop axis of extent 1")
+    pinned = guarded | {d for _n, dp, dq, *_rest in diags for d in (dp, dq)}
     keep = [d for d in range(nd) if loop_shape[d] != 1]
     maps, reads_at = [], []
     for root, amap, shift in op_list:
@@ -373,7 +414,7 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     red_axes = set(red[4]) if red else set()
     axis_groups = []          # each: list of original loop axes merged into one
     for d in keep:
-        if axis_groups and _mergeable(axis_groups[-1][-1], d, maps, red_axes, guarded):
+        if axis_groups and _mergeable(axis_groups[-1][-1], d, maps, red_axes, pinned):
             axis_groups[-1].append(d)
         else:
             axis_groups.append([d])
@@ -407,6 +448,18 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     opdepth = {f"x{k}": read_depth(o) for k, o in enumerate(operands)}
     depth: dict[str, int] = dict(opdepth)
     body = []
+    if diags:
+        # the chunked inner index of a CPU reduction is np.uint64 (see operand_read): cast it,
+        # or numba computes uint64 - int64 in float64
+        raxes0 = {new_of[d] for d in red[4] if d in new_of} if red else set()
+        unsigned = {ndim - 1} if (ndim - 1) in raxes0 else set()
+        for name, dp, dq, band, v, zero, dt in diags:
+            jp, jq = new_of[dp], new_of[dq]
+            cond = _diag_cond(jp, jq, *band, unsigned)
+            # a bool diagonal is True (an all-False literal is uniform)
+            expr = cond if np.dtype(dt).kind == "b" else f"({v} if {cond} else {zero})"
+            depth[name] = max(jp, jq) + 1
+            body.append((name, expr, np.dtype(dt), depth[name]))
     for name, expr, dt, used in lines:
         dd = max([depth.get(u, 0) for u in used], default=0)
         depth[name] = dd
@@ -445,10 +498,66 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     return spec, Binding(extents, binding_ops, bind_outs, bind_red)
 
 
+def _diag_cond(jp: int, jq: int, k: int, lo: int, hi: int, unsigned) -> str:
+    """``i<jq> - i<jp> == k``, and ``lo <= i<jp> < n<jp> - hi`` where the run of non-zeros
+    does not cover the whole diagonal (signed indices)."""
+    def ix(j):
+        return f"np.int64(i{j})" if j in unsigned else f"i{j}"
+    conds = [f"({ix(jq)} - {ix(jp)} == {int(k)})"]
+    if lo:
+        conds.append(f"({ix(jp)} >= {int(lo)})")
+    if hi:
+        conds.append(f"({ix(jp)} < n{jp} - {int(hi)})")
+    return conds[0] if len(conds) == 1 else "(" + " and ".join(conds) + ")"
+
+
+def literal_kind(val: np.ndarray):
+    """How a kernel can use an array literal without reading it (bitwise checks, so ``-0.0``
+    and NaN payloads are exact): ``("uniform", value)`` when every element is the same;
+    ``("diag", p, q, k, value, lo, hi)`` when it varies along exactly two axes ``p < q``
+    (other axes have size 1, or it is constant along them: a folded broadcast), and every
+    element is ``+0`` except on the diagonal ``index_q - index_p == k``, where each is
+    ``value`` (``lo``/``hi`` > 0: only for ``lo <= index_p < size_p - hi``, a slice of the
+    diagonal, as a padded slice of ``eye`` has); None otherwise (also for dtypes without a
+    scalar constant)."""
+    val = np.asarray(val)
+    dt = val.dtype
+    if val.ndim == 0 or val.size == 0 or dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8):
+        return None
+    bits = val.view(np.dtype(f"u{dt.itemsize}"))
+    flat = bits.reshape(-1)
+    if (flat == flat[0]).all():
+        return ("uniform", val.reshape(-1)[0])
+    axes = [a for a, n in enumerate(val.shape) if n != 1]
+    if len(axes) > 2:         # a folded broadcast: drop the axes it is constant along
+        axes = [a for a in axes if not (bits == bits.take([0], axis=a)).all()]
+    if len(axes) != 2:
+        return None
+    p, q = axes
+    rows, cols = val.shape[p], val.shape[q]
+    at = tuple(slice(None) if a in axes else 0 for a in range(val.ndim))
+    m = bits[at]
+    val = val[at]
+    first = int(np.argmax(m.reshape(-1) != 0))
+    r, c = divmod(first, cols)
+    k = c - r
+    vb = m[r, c]
+    # the diagonal's entries before row r are zero (r holds the first non-zero element);
+    # the run of ``value`` from row r ends at row ``end``; nothing else may be non-zero
+    top = max(0, -k)
+    run = np.diagonal(m, k)[r - top:] == vb
+    end = r + (run.size if run.all() else int(np.argmin(run)))
+    if np.count_nonzero(m) != end - r:
+        return None
+    lo = r if r > top else 0
+    hi = rows - end if end < min(rows, cols - k) else 0
+    return ("diag", p, q, k, val[r, c], lo, hi)
+
+
 def _mergeable(a: int, b: int, maps, red_axes, guarded=frozenset()) -> bool:
     """Loop axes a < b (adjacent after dropping unit axes) merge when every operand reads
     both in order or neither, the reduction reduces both or neither, and neither is guarded
-    (a fused pad tests its index)."""
+    (a fused pad tests its index) or a single-diagonal literal's axis."""
     if (a in red_axes) != (b in red_axes) or a in guarded or b in guarded:
         return False
     for m in maps:

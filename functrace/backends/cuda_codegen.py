@@ -265,6 +265,7 @@ def prefer_kernel(e) -> bool:
 # --------------------------------------------------------------------------------------------
 
 _NAME = re.compile(r"\b([xt]\d+)\b")
+_INDEX = re.compile(r"\bi(\d+)\b")
 
 
 class _W:
@@ -284,10 +285,11 @@ def _idx(axes) -> str:
 
 def _deps(spec: KernelSpec) -> dict[str, frozenset]:
     """The loop axes each read (``x<k>``, its guards included) and body value (``t<k>``)
-    depends on."""
+    depends on; a body value computed from loop indices (``i<d>``: a single-diagonal
+    literal) depends on those axes."""
     dep: dict[str, frozenset] = {f"x{k}": read_axes(o) for k, o in enumerate(spec.operands)}
     for name, expr, _dt, _d in spec.body:
-        s: frozenset = frozenset()
+        s: frozenset = frozenset(int(d) for d in _INDEX.findall(expr))
         for tok in _NAME.findall(expr):
             s |= dep.get(tok, frozenset())
         dep[name] = s
