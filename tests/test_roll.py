@@ -273,3 +273,86 @@ def test_maps_roll_and_irregular_reads_do_not():
     g = graph_of(irregular, xs)
     assert roll_loops(g) == g
     check_jit(irregular, xs, loops=0)
+
+
+# --------------------------------------------------------------------------------------------
+# random loop programs: rolled == unrolled on the interpreter, and compiled == interpreter
+# --------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_UNARY = [fnp.sin, fnp.tanh, lambda v: v * v, lambda v: -v, fnp.exp]
+_BINARY = [lambda a, b: a + b, lambda a, b: a * b, fnp.maximum, lambda a, b: a - 0.5 * b]
+
+
+@st.composite
+def loop_programs(draw):
+    trips = draw(st.integers(MIN_TRIPS, MIN_TRIPS + 4))
+    n_carry = draw(st.integers(1, 3))
+    read = draw(st.sampled_from(["row", "column", "reversed", "strided", "none"]))
+    steps = draw(st.lists(st.tuples(st.integers(0, len(_UNARY) - 1),
+                                    st.integers(0, len(_BINARY) - 1),
+                                    st.integers(0, 5), st.integers(0, 5)),
+                          min_size=n_carry, max_size=n_carry + 2))
+    reduce_ = draw(st.booleans())
+    return trips, n_carry, read, steps, reduce_
+
+
+def _program(trips, n_carry, read, steps, reduce_):
+    def f(xs, w):
+        carries = [w * (0.1 * (k + 1)) for k in range(n_carry)]
+        outs = []
+        for t in range(trips):
+            if read == "row":
+                x = xs[t]
+            elif read == "column":
+                x = xs[:, t]
+            elif read == "reversed":
+                x = xs[2 * trips - 1 - t]
+            elif read == "strided":
+                x = xs[2 * t]
+            else:
+                x = w
+            vals = carries + [x, w]
+            for u, b, i, j in steps:
+                vals.append(_BINARY[b](_UNARY[u](vals[i % len(vals)]) * 0.3,
+                                       vals[j % len(vals)]))
+            new = vals[-n_carry:]
+            if reduce_:                                   # a reduction inside the trip
+                new[0] = new[0] * 0.5 + fnp.mean(new[-1]) * 0.1
+            carries = [fnp.tanh(c) for c in new]          # keep values bounded
+            outs.append(carries[0])
+        return carries + [fnp.stack(outs)]
+    return f
+
+
+@settings(max_examples=40, deadline=None)
+@given(loop_programs())
+def test_random_loops_roll_without_changing_results(prog):
+    trips = prog[0]
+    rng = np.random.default_rng(trips)
+    xs = rng.normal(size=(2 * trips, 2 * trips))
+    w = rng.normal(size=2 * trips)
+    f = _program(*prog)
+    for fun in (f, ft.grad(lambda xs, w: fnp.sum(f(xs, w)[-1] ** 2), argnums=1)):
+        g = graph_of(fun, xs, w)
+        r = roll_loops(g)
+        verify(r)
+        if fun is f:
+            assert loops_in(r)          # every generated forward program is a rollable loop
+        want = numpy_ref.run(g, [xs, w])
+        got = numpy_ref.run(r, [xs, w])
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+@settings(max_examples=6, deadline=None)
+@given(loop_programs())
+def test_random_loops_compiled(prog):
+    trips = prog[0]
+    rng = np.random.default_rng(trips + 1)
+    xs = rng.normal(size=(2 * trips, 2 * trips))
+    w = rng.normal(size=2 * trips)
+    f = _program(*prog)
+    check_jit(ft.grad(lambda xs, w: fnp.sum(f(xs, w)[-1] ** 2), argnums=1), xs, w)
