@@ -321,7 +321,8 @@ def _program(trips, n_carry, read, steps, reduce_):
             new = vals[-n_carry:]
             if reduce_:                                   # a reduction inside the trip
                 new[0] = new[0] * 0.5 + fnp.mean(new[-1]) * 0.1
-            carries = [fnp.tanh(c) for c in new]          # keep values bounded
+            # a recurrence in every carry, with values kept bounded
+            carries = [fnp.tanh(c + 0.5 * old) for c, old in zip(new, carries)]
             outs.append(carries[0])
         return carries + [fnp.stack(outs)]
     return f
