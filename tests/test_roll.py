@@ -357,3 +357,37 @@ def test_random_loops_compiled(prog):
     w = rng.normal(size=2 * trips)
     f = _program(*prog)
     check_jit(ft.grad(lambda xs, w: fnp.sum(f(xs, w)[-1] ** 2), argnums=1), xs, w)
+
+
+@pytest.mark.parametrize("form", ["W @ h", "h @ W", "batch"])
+def test_loops_with_blas_contractions(form):
+    """Contractions above small_dots_as_loops' size run as numba's np.dot (BLAS) inside the
+    compiled loop, including transposed operands (the backward pass's W.T @ g) and outer
+    products."""
+    rng = np.random.default_rng(8)
+    H = 72                                    # 72 * 72 multiply-adds > SMALL_DOT
+    W = rng.normal(0, 0.1, (H, H))
+    xs = rng.normal(size=(10, 3 if form == "batch" else 1, H))
+
+    def loss(W, xs):
+        h = fnp.zeros((3, H)) if form == "batch" else fnp.zeros(H)
+        for t in range(xs.shape[0]):
+            x = xs[t] if form == "batch" else xs[t, 0]
+            h = fnp.tanh((W @ h if form == "W @ h" else h @ W) + x)
+        return fnp.sum(h * h)
+    prog = check_jit(ft.grad(loss), W, xs, loops=2)
+    assert "np.dot(" in prog.source
+
+
+def test_without_scipy_contractions_keep_the_trips_unrolled(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "scipy" else real(name, *a))
+    cpu_loop._plans.clear()
+    rng = np.random.default_rng(9)
+    W, xs = rng.normal(0, 0.1, (72, 72)), rng.normal(size=(10, 72))
+    try:
+        check_jit(ft.grad(rnn_loss), W, xs, loops=0)
+    finally:
+        cpu_loop._plans.clear()

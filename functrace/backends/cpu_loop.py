@@ -25,7 +25,7 @@ import numpy as np
 from ..core import Graph, Lit, Var
 from ..passes.fusion import Group, plan_fusion
 from .codegen import Unsupported, build_spec, render_cpu, spec_key
-from .cpu_driver import fold_constants_any_size, small_dots_as_loops
+from .cpu_driver import _dot_dims, fold_constants_any_size, small_dots_as_loops
 from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, CPU_EXPRS, _vecmath_hash, fusible
 
 __all__ = ["LoopStep", "plan_body", "body_ok", "make_runner", "warm_up"]
@@ -71,10 +71,49 @@ class _BodyPlan:
             if e.op.name == "reshape" and isinstance(e.inputs[0], Var):
                 self.steps.append(("alias", e.outputs[0], e.inputs[0]))
                 continue
+            if e.op.name == "dot_general":
+                self.steps.append(("dot", e, _blas_dot(e)))
+                continue
             raise Unsupported(f"{e.op.name} in a loop body has no compiled form")
         for o in g.outputs:
             if isinstance(o, Lit):
                 raise Unsupported("a literal loop result")
+
+
+def _blas_dot(e):
+    """The matmul layout of a contraction too large for ``small_dots_as_loops``, run inside
+    the compiled loop by numba's ``np.dot(a, b, out)`` (BLAS through SciPy): operands are the
+    flat buffers viewed as a C matrix or its transpose, so nothing is copied."""
+    import importlib.util
+    if importlib.util.find_spec("scipy") is None:
+        raise Unsupported("a contraction in a loop body needs SciPy (numba calls BLAS "
+                          "through it)")
+    x, y = e.inputs
+    dt = e.outputs[0].aval.dtype
+    if dt.kind != "f" or x.aval.dtype != dt or y.aval.dtype != dt:
+        raise Unsupported("a non-float contraction in a loop body")
+    ((pa, sa), (pb, sb)), mn = _dot_dims(e)
+    if len(sa) > 2 or len(sb) > 2:
+        raise Unsupported("a batched contraction in a loop body")
+    return (_matrix_view(x.aval, pa, sa), _matrix_view(y.aval, pb, sb), tuple(mn))
+
+
+def _matrix_view(aval, perm, shape):
+    """How a flat buffer becomes a matmul operand: ``(shape, transposed)`` where the buffer is
+    reshaped to ``shape`` (its logical C layout, axes already in ``perm`` order) and then
+    ``.T``-ed, or None when that needs a copy."""
+    shape = tuple(int(n) for n in shape)
+    if perm == tuple(range(aval.ndim)):
+        return shape, False
+    # a transpose is a free view only as the transpose of a C matrix: the operand's axes
+    # split into two contiguous blocks that swap places
+    for cut in range(1, aval.ndim):
+        if perm == tuple(range(cut, aval.ndim)) + tuple(range(cut)) and len(shape) == 2:
+            rows = int(np.prod(aval.shape[:cut], dtype=np.int64))
+            cols = int(np.prod(aval.shape[cut:], dtype=np.int64))
+            if shape == (cols, rows):
+                return (rows, cols), True
+    raise Unsupported("a contraction operand that is not a matrix view")
 
 
 def _copy(dst: str, src: str) -> list[str]:
@@ -179,6 +218,26 @@ class LoopStep:
                 if src not in name_of:
                     raise Unsupported("a reshape of a value the loop does not hold")
                 name_of[out] = name_of[src]
+                continue
+            if step[0] == "dot":
+                _, e, (va, vb, mn) = step
+                mats = []
+                for atom, (shape, tr) in zip(e.inputs, (va, vb)):
+                    if isinstance(atom, Lit):
+                        self.lits.append(np.ascontiguousarray(atom.val).reshape(-1))
+                        src = f"L{len(self.lits) - 1}"
+                    elif atom in name_of:
+                        src = name_of[atom]
+                    else:
+                        raise Unsupported("a contraction reads a value the loop does not hold")
+                    mats.append(_view(src, shape) + (".T" if tr else ""))
+                v = e.outputs[0]
+                if v not in home:
+                    home[v] = f"s{len(scratch)}"
+                    scratch.append((home[v], int(v.aval.size), v.aval.dtype))
+                name_of[v] = home[v]
+                calls.append(f"np.dot({mats[0]}, {mats[1]}, {_view(home[v], mn)})"
+                             "   # dot_general (BLAS)")
                 continue
             _, spec, binding, grp = step
             kernel_text = render_cpu(spec, "kernel")
