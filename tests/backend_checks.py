@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -39,3 +41,18 @@ def kernel_cache_dir(path):
             os.environ.pop("FUNCTRACE_CACHE_DIR", None)
         else:
             os.environ["FUNCTRACE_CACHE_DIR"] = old
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_under_cuda_simulator(script: str, cache_dir) -> None:
+    """Run ``script`` (Python source that prints ``SIM OK`` at the end) in a fresh process
+    with ``NUMBA_ENABLE_CUDASIM=1`` (the simulator must be chosen before numba is imported),
+    its own kernel cache, and this checkout first on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(NUMBA_ENABLE_CUDASIM="1", FUNCTRACE_CACHE_DIR=str(cache_dir),
+               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "SIM OK" in out.stdout, (out.stdout + out.stderr)[-6000:]

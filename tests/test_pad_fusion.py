@@ -14,14 +14,13 @@ subprocess (``NUMBA_ENABLE_CUDASIM=1`` must be set before numba is imported).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 import warnings
 
 import numpy as np
 import pytest
-from backend_checks import assert_same, kernel_cache_dir
+from backend_checks import assert_same, kernel_cache_dir, run_under_cuda_simulator
 
 import functrace as ft
 import functrace.numpy as fnp
@@ -443,9 +442,4 @@ SIM_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.cuda
 def test_cuda_simulator_runs_fused_pads(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env.update(NUMBA_ENABLE_CUDASIM="1", FUNCTRACE_CACHE_DIR=str(tmp_path),
-               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", SIM_SCRIPT], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0 and "SIM OK" in out.stdout, (out.stdout + out.stderr)[-6000:]
+    run_under_cuda_simulator(SIM_SCRIPT, tmp_path)
