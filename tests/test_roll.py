@@ -391,3 +391,19 @@ def test_without_scipy_contractions_keep_the_trips_unrolled(monkeypatch):
         check_jit(ft.grad(rnn_loss), W, xs, loops=0)
     finally:
         cpu_loop._plans.clear()
+
+
+def test_each_loop_compiles_one_specialisation(rnn_args):
+    """Per-trip reads are gathered into writeable C arrays, so a call (even with read-only
+    inputs) hits the specialisation compiled at warm-up instead of compiling another."""
+    W, xs = rnn_args
+    xs = xs.copy()
+    xs.flags.writeable = False
+    g = graph_of(ft.grad(rnn_loss), W, xs)
+    ex = numba_cpu.Executable(g, eager=True)
+    got = ex(W, xs)[0]
+    np.testing.assert_allclose(got, rnn_hand(W, xs), rtol=1e-12, atol=1e-14)
+    loops = ex.lower().loops
+    assert loops
+    for ls in loops:
+        assert len(numba_cpu._loops[ls.key].signatures) == 1

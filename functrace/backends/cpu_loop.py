@@ -326,11 +326,19 @@ class LoopStep:
         self.carry_avals = [v.aval for v in carry_out]
 
 
+def _writeable_c(a: np.ndarray) -> np.ndarray:
+    """``a`` as a writeable C-contiguous array (copied only when it is not one): numba types
+    read-only arrays differently, and every call must hit the specialisation compiled at
+    warm-up (a read-only input would compile the whole loop a second time)."""
+    a = np.ascontiguousarray(a)
+    return a if a.flags.writeable else a.copy()
+
+
 def _flat(x, dt):
     a = np.asarray(x)
     if a.dtype != dt:
         a = a.astype(dt)
-    return np.ascontiguousarray(a).reshape(-1)
+    return _writeable_c(a).reshape(-1)
 
 
 def _stack(x, spec, trips: int, dt) -> np.ndarray:
@@ -342,8 +350,9 @@ def _stack(x, spec, trips: int, dt) -> np.ndarray:
     base = a[loop_slices(spec, 0)]
     step = sum(d * s for d, s in zip(spec[1], a.strides))
     view = np.lib.stride_tricks.as_strided(base, (trips,) + base.shape,
-                                           (step,) + base.strides, writeable=False)
-    return np.ascontiguousarray(view).reshape(trips, -1)
+                                           (step,) + base.strides,
+                                           writeable=base.flags.writeable)
+    return _writeable_c(view).reshape(trips, -1)
 
 
 def make_runner(fn, ls: LoopStep):
