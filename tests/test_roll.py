@@ -100,7 +100,7 @@ def test_a_rejected_body_stays_unrolled(rnn_args):
     W, xs = rnn_args
     g = graph_of(ft.grad(rnn_loss), W, xs)
     seen = []
-    r = roll_loops(g, body_ok=lambda body: seen.append(body) or False)
+    r = roll_loops(g, body_ok=lambda eqn: seen.append(eqn) or False)
     assert seen and not loops_in(r)
     assert r == g
 
@@ -229,7 +229,7 @@ def test_a_body_without_a_compiled_form_is_not_rolled():
         return h
     rolled = loops_in(roll_loops(graph_of(f, xs)))     # the pass alone rolls it ...
     assert rolled and isinstance(cpu_loop.plan_body(rolled[0].params["body"]), str)
-    assert not cpu_loop.body_ok(rolled[0].params["body"])
+    assert not cpu_loop.body_ok(rolled[0])
     check_jit(f, xs, loops=0)                             # ... the CPU backend refuses
 
 

@@ -48,8 +48,14 @@ def plan_body(body: Graph):
     return hit
 
 
-def body_ok(body: Graph) -> bool:
-    return not isinstance(plan_body(body), str)
+def body_ok(eqn) -> bool:
+    """Whether a ``loop`` equation can run as a compiled loop (``passes.roll`` asks before it
+    rolls a run: a refused run stays unrolled)."""
+    try:
+        LoopStep(eqn, "L")
+    except Unsupported:
+        return False
+    return True
 
 
 class _BodyPlan:

@@ -23,7 +23,7 @@ How a run is found (all on the equation list, which is in trace order):
   just before their first reader, so a second loop that walks the first one's results -- a
   backward pass -- reads them as per-trip slices and rolls too).
 
-The pass never changes what the graph computes; ``body_ok`` lets the backend refuse a body
+The pass never changes what the graph computes; ``body_ok`` lets the backend refuse a loop
 it could not compile (the run then stays unrolled). Imports core and ops only.
 """
 
@@ -37,6 +37,9 @@ __all__ = ["roll_loops", "MIN_TRIPS", "MAX_PERIOD"]
 MIN_TRIPS = 8
 #: the longest trip (in equations) looked for
 MAX_PERIOD = 400
+#: how many next occurrences of an equation's signature are tried as the trip length (an op
+#: may appear several times in one trip)
+_CANDIDATES = 8
 _VIEWS = frozenset({"slice", "reshape", "broadcast_in_dim", "transpose", "squeeze",
                     "expand_dims"})
 
@@ -47,7 +50,7 @@ def roll_loops(graph: Graph, body_ok=None, min_trips: int = MIN_TRIPS,
 
     Args:
         graph: the graph (not modified).
-        body_ok: ``(body Graph) -> bool``; a run whose body it rejects stays unrolled.
+        body_ok: ``(loop Eqn) -> bool``; a run whose loop it rejects stays unrolled.
         min_trips: shortest run rolled.
         max_period: longest trip considered, in equations.
     """
@@ -108,7 +111,7 @@ def _find_run(g: Graph, start: int, body_ok, min_trips: int, max_period: int):
         b = nxt[a]
         tried = 0
         skip = 1
-        while b != -1 and b - a <= max_period and tried < 3:
+        while b != -1 and b - a <= max_period and tried < _CANDIDATES:
             P = b - a
             tried += 1
             if a + P * min_trips <= n and all(sig[a + k * P] == sig[a]
@@ -208,8 +211,6 @@ def _roll(g, a, P, R, producer, readers, outputs, body_ok):
         body_eqns.append(Eqn(e.op, ins, e.params, outs, e.source))
     carry_out = [local[key] for key, _ in sorted(carry_src.items(), key=lambda t: t[1])]
     body = Graph(c_vars + i_vars + x_vars, body_eqns, carry_out + [local[k] for k in stacked])
-    if body_ok is not None and not body_ok(body):
-        return None
 
     # the loop equation
     n_carry = len(inits)
@@ -218,6 +219,8 @@ def _roll(g, a, P, R, producer, readers, outputs, body_ok):
     loop_eqn = Eqn(ops.loop_p, list(consts) + list(inits) + list(xs_arrays),
                    {"body": body, "length": R, "n_consts": len(consts), "n_carry": n_carry,
                     "xs": tuple(xs_specs)}, loop_outs + stack_vars, eqns[a].source)
+    if body_ok is not None and not body_ok(loop_eqn):
+        return None
 
     # readers after the run get their trip's value back as slice + reshape of the stack
     before: dict[int, list[Eqn]] = {}      # reader index -> equations to insert before it
