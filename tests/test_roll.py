@@ -407,3 +407,15 @@ def test_each_loop_compiles_one_specialisation(rnn_args):
     assert loops
     for ls in loops:
         assert len(numba_cpu._loops[ls.key].signatures) == 1
+
+
+@pytest.mark.parametrize("transform, n_loops", [("jacfwd", 2), ("hessian", 4)])
+def test_forward_mode_through_a_loop_rolls(transform, n_loops, rnn_args):
+    """jacfwd batches the tangents (each trip may carry its own copy of the basis literal)
+    and hessian = jacfwd(jacrev) batches the backward loop too, whose trips need broadcast
+    views as values: all of it rolls."""
+    W, xs = rnn_args
+    f = getattr(ft, transform)(rnn_loss)
+    prog = check_jit(f, W, xs[:12])
+    assert len(prog.loops) == n_loops
+    assert len(prog.kernels) < 16

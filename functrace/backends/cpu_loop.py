@@ -22,8 +22,8 @@ import ast
 
 import numpy as np
 
-from ..core import Graph, Lit, Var
-from ..passes.fusion import Group, plan_fusion
+from ..core import Eqn, Graph, Lit, Var
+from ..passes.fusion import Group, OpStep, plan_fusion
 from .codegen import Unsupported, build_spec, render_cpu, spec_key
 from .cpu_driver import _dot_dims, fold_constants_any_size, small_dots_as_loops
 from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, CPU_EXPRS, _vecmath_hash, fusible
@@ -63,8 +63,14 @@ class _BodyPlan:
 
     def __init__(self, body: Graph):
         g = small_dots_as_loops(fold_constants_any_size(body))
+        for _ in range(4):
+            plan = plan_fusion(g, fusible, lambda e: True)
+            views = {s.eqn for s in plan.steps if isinstance(s, OpStep)
+                     and g.eqns[s.eqn].op.name in _COPIED_VIEWS}
+            if not views:
+                break
+            g = _materialise(g, views)
         self.graph = g
-        plan = plan_fusion(g, fusible, lambda e: True)
         self.steps = []
         for s in plan.steps:
             if isinstance(s, Group):
@@ -84,6 +90,28 @@ class _BodyPlan:
         for o in g.outputs:
             if isinstance(o, Lit):
                 raise Unsupported("a literal loop result")
+
+
+#: views a trip may need as a value of its own (a contraction's operand, a result): they
+#: become a copy kernel, since a flat buffer cannot be a broadcast or a transposed view
+_COPIED_VIEWS = frozenset({"broadcast_in_dim", "transpose"})
+
+
+def _materialise(g: Graph, views: set) -> Graph:
+    """``g`` with each view equation in ``views`` followed by an identity copy
+    (``stop_gradient``, an elementwise kernel over the view's shape that the view folds
+    into); readers keep reading the same Var, now the copy's result."""
+    from .. import ops
+    eqns = []
+    for i, e in enumerate(g.eqns):
+        if i not in views:
+            eqns.append(e)
+            continue
+        y = e.outputs[0]
+        tmp = Var(y.aval)
+        eqns.append(Eqn(e.op, e.inputs, e.params, [tmp], e.source))
+        eqns.append(Eqn(ops.stop_gradient_p, [tmp], {}, [y], e.source))
+    return Graph(g.inputs, eqns, g.outputs)
 
 
 def _blas_dot(e):

@@ -251,8 +251,10 @@ def _roll(g, a, P, R, producer, readers, outputs, body_ok):
 
 
 def _same(x, y) -> bool:
+    """The same Var, or literals with equal bits (each trip of a forward-mode loop may carry
+    its own copy of the tangent basis)."""
     if isinstance(x, Lit) and isinstance(y, Lit):
-        return x.val is y.val or (x.val.size <= 64 and x == y)
+        return x.val is y.val or x == y
     return x is y
 
 
