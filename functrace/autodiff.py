@@ -64,12 +64,17 @@ def _value_aval(x) -> AVal:
 
 
 def _fit(ct, aval: AVal, eqn: Eqn):
-    """Make a rule's cotangent match its primal's type: sum a broadcast 0-d operand, keep
-    the primal dtype (a real cotangent for a complex primal is cast)."""
+    """Make a rule's cotangent (or tangent) match its primal's type: sum a broadcast 0-d
+    operand's cotangent, broadcast a 0-d operand's tangent, keep the primal dtype (a real
+    cotangent for a complex primal is cast)."""
     cav = _value_aval(ct)
     if cav.shape != aval.shape:
         if aval.shape == ():
             ct = ops.reduce_sum(ct, tuple(range(len(cav.shape))))
+        elif cav.shape == ():
+            # forward mode: only the 0-d operand of a broadcasting elementwise op has a
+            # tangent (add(x, mean(w)) with x constant): the output's tangent is broadcast
+            ct = ops.broadcast_in_dim(ct, aval.shape, ())
         else:
             raise AssertionError(f"rule of {eqn.op.name if eqn else 'a custom function'} "
                                  f"returned a value of shape "

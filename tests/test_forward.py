@@ -178,3 +178,18 @@ def test_jvp_of_integer_inputs_and_dtype():
     np.testing.assert_array_equal(t, [2.0, 3.0])
     _, t32 = ft.jvp(lambda x: x * 2.0, (np.ones(2, np.float32),), (np.ones(2, np.float32),))
     assert t32.dtype == np.float32
+
+
+def test_jvp_when_only_the_0d_operand_has_a_tangent():
+    """Elementwise ops broadcast 0-d operands; when only that operand depends on the input
+    (x constant, mean(w) traced) the output's tangent is the 0-d tangent broadcast (found by
+    the random loop programs of tests/test_roll.py)."""
+    x, w = np.ones(4), np.arange(4.0)
+    for f in (lambda w: x * 2.0 + fnp.mean(w), lambda w: x - fnp.mean(w),
+              lambda w: fnp.mean(w) - x, lambda w: fnp.maximum(x, fnp.sum(w))):
+        _, t = ft.jvp(f, (w,), (w,))
+        eps = 1e-6
+        fd = (f(w + eps * w) - f(w - eps * w)) / (2 * eps)
+        assert t.shape == (4,)
+        np.testing.assert_allclose(t, fd, rtol=1e-6)
+        np.testing.assert_allclose(ft.jacfwd(f)(w), ft.jacrev(f)(w), rtol=1e-12)

@@ -336,7 +336,9 @@ def test_random_loops_roll_without_changing_results(prog):
     xs = rng.normal(size=(2 * trips, 2 * trips))
     w = rng.normal(size=2 * trips)
     f = _program(*prog)
-    for fun in (f, ft.grad(lambda xs, w: fnp.sum(f(xs, w)[-1] ** 2), argnums=1)):
+    grad = ft.grad(lambda xs, w: fnp.sum(f(xs, w)[-1] ** 2), argnums=1)
+    jvp = lambda xs, w: ft.jvp(lambda w: f(xs, w)[-1], (w,), (w * 0.5,))[1]  # noqa: E731
+    for fun in (f, grad, jvp):
         g = graph_of(fun, xs, w)
         r = roll_loops(g)
         verify(r)
