@@ -1,19 +1,22 @@
 """Lowering a ``loop`` equation (``ops.control.loop_p``, made by ``passes.roll``) for the CPU:
 the whole loop becomes one numba function that runs every trip in compiled code.
 
-Owns ``LoopStep`` (the module source of one loop: the body's fused kernels and the ``loop``
-function calling them trip after trip), ``plan_body`` (whether a body can be compiled, cached
-per body graph: ``passes.roll`` asks before rolling) and ``make_runner`` (the Python wrapper
-the driver calls). Text only, like ``cpu_driver``: never imports numba. Imports core, ops,
-passes, codegen, cpu_target and cpu_driver.
+Owns ``LoopStep`` (the module source of one loop: a single ``loop`` function whose trip
+runs the body's fused kernels, inlined, and its BLAS contractions), ``plan_body`` (the body's
+kernel plan, cached per body graph), ``body_ok`` (``passes.roll`` asks it before rolling a
+run), ``make_runner`` (the Python wrapper the driver calls) and ``warm_up``. Text only, like
+``cpu_driver``: never imports numba. Imports core, ops, passes, codegen, cpu_target and
+cpu_driver.
 
 Layout inside the compiled loop: every value is a flat, C-contiguous 1-d buffer, reshaped (a
 free view in numba) to whatever shape a kernel reads it with. Constants and initial carries
 are flattened once per call; per-trip reads are gathered once per call into a ``(trips,
 size)`` array whose row ``j`` is trip ``j``'s slice; stacked results are written straight
 into row ``j`` of their ``(trips, size)`` output. Carries live in two buffers that swap
-after every trip (a trip reads the old one and writes the new one). Body values nobody
-outside the trip reads go to scratch buffers allocated once per call.
+after every trip (a trip reads the old one and writes the new one), except a carry that is
+also a stacked result or a per-trip read: the next trip reads it from row ``j - 1``. Body
+values nobody outside the trip reads go to scratch buffers. All buffers come from the caller
+(``np.empty`` inside the numba function costs compile time).
 """
 
 from __future__ import annotations
