@@ -406,7 +406,7 @@ class Program:
         """Whether numba has every kernel on disk already (no numba import)."""
         from .numba_cpu import is_cached_on_disk  # sibling; lazy to avoid an import cycle
         return all(is_cached_on_disk(ks.key) for ks in self.kernels.values()) and all(
-            is_cached_on_disk(ls.key, "ftl_", "loop") for ls in self.loops)
+            is_cached_on_disk(ls.key, "ftl_") for ls in self.loops)
 
     def __repr__(self):
         return (f"<Program: {len(self.plan.steps)} steps, {len(self.kernels)} kernels, "

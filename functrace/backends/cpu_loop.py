@@ -26,6 +26,7 @@ import ast
 import numpy as np
 
 from ..core import Eqn, Graph, Lit, Var
+from ..ops.control import loop_slices
 from ..passes.fusion import Group, OpStep, plan_fusion
 from .codegen import Unsupported, build_spec, render_cpu, spec_key
 from .cpu_driver import _dot_dims, fold_constants_any_size, small_dots_as_loops
@@ -380,7 +381,6 @@ def _flat(x, dt):
 
 def _stack(x, spec, trips: int, dt) -> np.ndarray:
     """Every trip's slice of ``x`` as rows of a C-contiguous ``(trips, size)`` array."""
-    from ..ops.control import loop_slices
     a = np.asarray(x)
     if a.dtype != dt:
         a = a.astype(dt)

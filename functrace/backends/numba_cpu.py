@@ -63,45 +63,49 @@ _loops: dict[str, object] = {}       # key -> compiled loop (cpu_loop), likewise
 _kernel_lock = threading.RLock()
 
 
-def is_cached_on_disk(key: str, prefix: str = "ftk_", fn: str = "kernel") -> bool:
-    """Whether numba has machine code for this kernel (or loop module, ``prefix="ftl_"``,
-    ``fn="loop"``) on disk (no numba import)."""
-    if key in (_kernels if prefix == "ftk_" else _loops):
+# module file prefix -> (in-memory memo, package name, function the module defines)
+_KINDS = {"ftk_": (_kernels, "functrace_kernels", "kernel"),
+          "ftl_": (_loops, "functrace_loops", "loop")}
+
+
+def is_cached_on_disk(key: str, prefix: str = "ftk_") -> bool:
+    """Whether numba has machine code for this kernel (``prefix="ftl_"``: compiled loop)
+    on disk (no numba import)."""
+    memo, _, fn = _KINDS[prefix]
+    if key in memo:
         return True
     d = os.path.join(cache_dir(), "__pycache__")
     try:
         names = os.listdir(d)
     except OSError:
         return False
-    prefix = f"{prefix}{key}.{fn}"
-    return any(n.startswith(prefix) and n.endswith(".nbi") for n in names)
+    stem = f"{prefix}{key}.{fn}"
+    return any(n.startswith(stem) and n.endswith(".nbi") for n in names)
 
 
-def load_kernel(key: str, source: str):
-    """The numba dispatcher of a kernel: from memory, else import its module file (written
-    first if missing). Compilation itself happens on the first call (or from numba's cache)."""
-    k = _kernels.get(key)
-    if k is not None:
-        return k
-    with _kernel_lock:
-        k = _kernels.get(key)
-        if k is not None:
-            return k
-        mod = load_source_module("functrace_kernels", "ftk_", key, source)
-        k = _kernels[key] = mod.kernel
-        return k
-
-
-def load_loop(key: str, source: str):
-    """The numba dispatcher of a compiled loop (``cpu_loop``), like ``load_kernel``."""
-    f = _loops.get(key)
+def _load(prefix: str, key: str, source: str):
+    """The numba dispatcher defined by a generated module: from memory, else import its module
+    file (written first if missing). Compilation itself happens on the first call (or from
+    numba's cache)."""
+    memo, package, fn = _KINDS[prefix]
+    f = memo.get(key)
     if f is not None:
         return f
     with _kernel_lock:
-        f = _loops.get(key)
+        f = memo.get(key)
         if f is None:
-            f = _loops[key] = load_source_module("functrace_loops", "ftl_", key, source).loop
+            f = memo[key] = getattr(load_source_module(package, prefix, key, source), fn)
         return f
+
+
+def load_kernel(key: str, source: str):
+    """The numba dispatcher of a kernel (``ftk_<key>.py``)."""
+    return _load("ftk_", key, source)
+
+
+def load_loop(key: str, source: str):
+    """The numba dispatcher of a compiled loop (``cpu_loop``, ``ftl_<key>.py``)."""
+    return _load("ftl_", key, source)
 
 
 def clear_memory_caches() -> None:

@@ -184,7 +184,7 @@ def _roll(g, a, P, R, producer, readers, outputs, body_ok):
     consts, inits, xs_arrays, xs_specs = plan["consts"], plan["inits"], plan["xs"], \
         plan["xs_specs"]
     c_vars = [Var(v.aval) for v in consts]
-    i_vars = [Var(_aval(v)) for v in inits]
+    i_vars = [Var(v.aval) for v in inits]
     x_vars = [Var(eqns[a + ii].outputs[0].aval) for ii in plan["xs_at"]]
     local: dict[tuple[int, int], Var] = {}
     for ii, xv in zip(plan["xs_at"], x_vars):
@@ -256,10 +256,6 @@ def _same(x, y) -> bool:
     if isinstance(x, Lit) and isinstance(y, Lit):
         return x.val is y.val or x == y
     return x is y
-
-
-def _aval(atom):
-    return atom.aval
 
 
 def _classify(g, a, P, R, producer):
