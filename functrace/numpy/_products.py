@@ -7,7 +7,9 @@ gathers for indices private to one operand), so it needs no gradient rule of its
 
 from __future__ import annotations
 
+import functools
 import string
+import warnings
 
 import numpy as np
 
@@ -228,6 +230,19 @@ def kron(a, b):
     return ops.reshape(ops.mul(xb, yb), tuple(x.shape[i] * y.shape[i] for i in range(nd)))
 
 
+@functools.cache
+def numpy_crosses_2d() -> bool:
+    """Whether the installed numpy takes 2-vectors in ``cross`` (deprecated in 2.0, removed
+    in 2.5). ``fnp.cross`` follows it, traced or not."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            np.cross(np.ones(2), np.ones(2))
+        except ValueError:
+            return False
+    return True
+
+
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """numpy.cross for 3-vectors (and 2-vectors, giving the z component).
 
@@ -244,6 +259,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     x, y = _promote(a, b)
     x = moveaxis(x, axisa, -1)
     y = moveaxis(y, axisb, -1)
+    if 2 in (x.shape[-1], y.shape[-1]) and not numpy_crosses_2d():
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they "
+                         f"are {x.shape[-1]} and {y.shape[-1]} dimensional instead.")
 
     def comp(v, i):
         return v[..., i] if v.shape[-1] > i else None

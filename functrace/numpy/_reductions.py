@@ -30,7 +30,7 @@ def _count(shape, axes):
     return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=None):
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """numpy.sum.
 
     Example:
@@ -39,9 +39,8 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=Non
         array([3., 5., 7.])
     """
     if _current.get() is None:
-        kw = {} if where is None else {"where": where}
-        return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
-                      **kw)
+        return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
+                      **_given(initial=initial, where=where))
     _no_out(out)
     x = asarray_any(a)
     if where is not None:
@@ -52,6 +51,12 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=Non
     if initial not in (0, None):
         y = ops.add(y, np.asarray(initial, dt))
     return _keep(y, x.shape, axes, keepdims)
+
+
+def _given(**kw):
+    """The keyword arguments a caller gave (not None): forwarded to numpy only then, so that
+    array libraries dispatched to (cupy's ``sum`` has no ``initial``) see numpy's defaults."""
+    return {k: v for k, v in kw.items() if v is not None}
 
 
 def _no_out(out):
@@ -96,7 +101,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     return _keep(y, x.shape, axes, keepdims)
 
 
-def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=None):
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """numpy.prod (its gradient is exact with zeros in the input).
 
     Example:
@@ -105,9 +110,8 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=No
         6.0
     """
     if _current.get() is None:
-        kw = {} if where is None else {"where": where}
-        return np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
-                       **kw)
+        return np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
+                       **_given(initial=initial, where=where))
     _no_out(out)
     x = asarray_any(a)
     if where is not None:

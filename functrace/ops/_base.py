@@ -13,6 +13,7 @@ un-broadcast by hand.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -21,7 +22,8 @@ from ..core import AVal, Lit, Op
 from ..errors import ShapeError
 from ..tracing import Tracer
 
-__all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of"]
+__all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of",
+           "as_array", "namespace_of"]
 
 
 def aval_of(x) -> AVal:
@@ -38,6 +40,29 @@ def shape_of(x) -> tuple[int, ...]:
 
 def dtype_of(x) -> np.dtype:
     return aval_of(x).dtype
+
+
+def _on_device(x) -> bool:
+    return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+
+
+def as_array(x, dtype=None):
+    """``np.asarray`` for host values; a device array (cupy: anything with
+    ``__cuda_array_interface__``) stays where it is, cast when ``dtype`` differs. Op impls use
+    this, not ``np.asarray``, so that the CUDA backend can run them on cupy arrays (cupy
+    refuses implicit conversion to numpy)."""
+    if _on_device(x):
+        return x if dtype is None or x.dtype == np.dtype(dtype) else x.astype(dtype)
+    return np.asarray(x, dtype=dtype)
+
+
+def namespace_of(*xs):
+    """The array module of the first device array among ``xs`` (cupy), else numpy: for the
+    few impls that create arrays (``xp.empty``) rather than compute on their operands."""
+    for x in xs:
+        if _on_device(x):
+            return sys.modules[type(x).__module__.partition(".")[0]]
+    return np
 
 
 def lit(value, like) -> np.ndarray:

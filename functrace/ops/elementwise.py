@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core import Op
 from ..tracing import bind, cotangent_wanted
-from ._base import dtype_of, elementwise_op, lit
+from ._base import as_array, dtype_of, elementwise_op, lit
 
 # --------------------------------------------------------------------------------------------
 # op-level functions (defined before the rules that use them)
@@ -28,6 +28,8 @@ from ._base import dtype_of, elementwise_op, lit
 def _coerce(x, like):
     """Python scalars become 0-d arrays of the other operand's dtype."""
     if isinstance(x, bool | int | float | complex):
+        if hasattr(like, "__cuda_array_interface__"):
+            return dtype_of(like).type(x)    # a numpy scalar: cupy mixes those, not arrays
         return np.asarray(x, dtype=dtype_of(like))
     return x
 
@@ -122,7 +124,7 @@ def _integer_pow_impl(x, *, y):
         return x.copy() if isinstance(x, np.ndarray) else x
     if y < 0 and x.dtype.kind in "iub":
         return np.power(x.astype(float), y).astype(x.dtype)
-    return np.power(x, np.asarray(y, dtype=x.dtype) if x.dtype.kind in "fc" else y)
+    return np.power(x, x.dtype.type(y) if x.dtype.kind in "fc" else y)
 
 
 integer_pow_p = elementwise_op("integer_pow", _integer_pow_impl, kernel="({0} ** {y})")
@@ -358,7 +360,7 @@ def _convert_abstract(x, *, new_dtype):
 
 
 def _convert_impl(x, *, new_dtype):
-    return np.asarray(x).astype(new_dtype)
+    return as_array(x).astype(new_dtype)
 
 
 convert_element_type_p = Op("convert_element_type", _convert_abstract, _convert_impl,

@@ -21,7 +21,7 @@ from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
-from ._base import dtype_of, shape_of
+from ._base import as_array, dtype_of, namespace_of, shape_of
 from .shape import broadcast_in_dim, reshape
 
 
@@ -89,7 +89,7 @@ def _gather_abstract(x, *idx, spec):
 
 
 def _gather_impl(x, *idx, spec):
-    return np.asarray(x)[_py_index(spec, idx)]
+    return as_array(x)[_py_index(spec, idx)]
 
 
 gather_p = Op("gather", _gather_abstract, _gather_impl)
@@ -110,9 +110,12 @@ def _scatter_abstract(x, v, *idx, spec, mode):
 
 
 def _scatter_impl(x, v, *idx, spec, mode):
-    out = np.array(x, copy=True)
+    out = as_array(x).copy()
     key = _py_index(spec, idx)
     if mode == "set":
+        xp = namespace_of(out)
+        if idx and xp is not np:
+            v = _last_update_wins(xp, out.shape, v, key)
         out[key] = v
     elif not idx:              # basic indexing never repeats an element: in-place is exact
         if mode == "add":
@@ -120,10 +123,20 @@ def _scatter_impl(x, v, *idx, spec, mode):
         else:
             out[key] *= v
     elif mode == "add":
-        np.add.at(out, key, v)
+        namespace_of(out).add.at(out, key, v)
     else:
-        np.multiply.at(out, key, v)
+        namespace_of(out).multiply.at(out, key, v)
     return out
+
+
+def _last_update_wins(xp, shape, v, key):
+    """``v`` with every update replaced by the last update to the same target. A GPU writes
+    repeated targets of ``out[key] = v`` in no fixed order; numpy keeps the last. With equal
+    values at equal targets, any order gives numpy's result."""
+    pos = xp.arange(v.size, dtype=np.int64).reshape(v.shape)
+    owner = xp.full(shape, -1, dtype=np.int64)
+    xp.maximum.at(owner, key, pos)
+    return v.reshape(-1)[owner[key]]
 
 
 scatter_p = Op("scatter", _scatter_abstract, _scatter_impl)

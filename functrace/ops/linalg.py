@@ -36,7 +36,7 @@ from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
-from ._base import dtype_of, lit, shape_of
+from ._base import as_array, dtype_of, lit, shape_of
 from .dot import dot_general
 from .reduce import reduce_max, reduce_sum
 from .shape import broadcast_in_dim, concatenate, iota, slice_op, transpose
@@ -455,7 +455,7 @@ def _det_abstract(a):
 
 
 def _det_impl(a):
-    return np.asarray(np.linalg.det(a))
+    return as_array(np.linalg.det(a))
 
 
 det_p = Op("det", _det_abstract, _det_impl, doc="det(A) per matrix.")
@@ -503,7 +503,7 @@ def _slogdet_abstract(a):
 
 def _slogdet_impl(a):
     sign, logabsdet = np.linalg.slogdet(a)
-    return np.asarray(sign), np.asarray(logabsdet)
+    return as_array(sign), as_array(logabsdet)
 
 
 slogdet_p = Op("slogdet", _slogdet_abstract, _slogdet_impl, multiple_results=True,

@@ -15,7 +15,7 @@ from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
-from ._base import dtype_of, lit, shape_of
+from ._base import dtype_of, lit, namespace_of, shape_of
 from .shape import broadcast_in_dim, reshape
 
 
@@ -49,8 +49,9 @@ def _bcast_back(y, x_shape, axes):
 reduce_sum_p = _reduction("reduce_sum",
                           lambda x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype),
                           linear=True)
-reduce_max_p = _reduction("reduce_max", lambda x, *, axes: np.maximum.reduce(x, axis=axes))
-reduce_min_p = _reduction("reduce_min", lambda x, *, axes: np.minimum.reduce(x, axis=axes))
+# np.max, not np.maximum.reduce: the function dispatches to cupy, the ufunc method does not
+reduce_max_p = _reduction("reduce_max", lambda x, *, axes: np.max(x, axis=axes))
+reduce_min_p = _reduction("reduce_min", lambda x, *, axes: np.min(x, axis=axes))
 reduce_prod_p = _reduction("reduce_prod",
                            lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype))
 reduce_and_p = _reduction("reduce_and", lambda x, *, axes: np.all(x, axis=axes),
@@ -291,13 +292,13 @@ cumprod_p.vjp, cumprod_p.jvp = _cumprod_vjp, _cumprod_jvp
 
 
 def _lse_impl(x, *, axes):
-    m = (np.maximum.reduce(x, axis=axes, keepdims=True) if x.size
-         else np.zeros((1,) * x.ndim, x.dtype))
+    m = (np.max(x, axis=axes, keepdims=True) if x.size
+         else namespace_of(x).zeros((1,) * x.ndim, x.dtype))
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
     with np.errstate(divide="ignore"):
         e = np.exp(x - m)
-        s = np.log(np.add.reduce(e, axis=axes, keepdims=True))
+        s = np.log(np.sum(e, axis=axes, keepdims=True))
     s += m
     return s.reshape(tuple(n for i, n in enumerate(s.shape) if i not in axes))
 

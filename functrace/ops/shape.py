@@ -12,7 +12,7 @@ import numpy as np
 from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind
-from ._base import dtype_of, shape_of
+from ._base import as_array, dtype_of, namespace_of, shape_of
 
 # --------------------------------------------------------------------------------------------
 # broadcast_in_dim
@@ -33,7 +33,7 @@ def _bid_abstract(x, *, shape, broadcast_dimensions):
 
 
 def _bid_impl(x, *, shape, broadcast_dimensions):
-    x = np.asarray(x)
+    x = as_array(x)
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]
@@ -207,7 +207,8 @@ def _pad_abstract(x, v, *, config):
 
 def _pad_impl(x, v, *, config):
     shape = [lo + hi + n + max(0, n - 1) * it for (lo, hi, it), n in zip(config, x.shape)]
-    out = np.full(shape, v, dtype=x.dtype)
+    out = namespace_of(x).empty(shape, dtype=x.dtype)
+    out[...] = v
     out[tuple(slice(lo, lo + max(0, n - 1) * (it + 1) + 1 if n else lo, it + 1)
               for (lo, hi, it), n in zip(config, x.shape))] = x
     return out
