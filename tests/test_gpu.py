@@ -68,7 +68,8 @@ def test_fnp_on_cupy_arrays_outside_transforms_computes_with_cupy():
              (fnp.concatenate([x, x]), np.concatenate([h, h])), (fnp.tanh(x).T, np.tanh(h).T)]
     for got, want in cases:
         assert isinstance(got, cp.ndarray), type(got)
-        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-12)
+        # atol: cupy sums in another order (the mean of this symmetric grid is ~1e-17)
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-12, atol=1e-15)
 
 
 def chain(x):
@@ -150,10 +151,50 @@ def test_host_inputs_are_copied_and_the_interpreter_tier_runs_on_cupy():
     assert isinstance(first, cp.ndarray) and not ex.compiled
     second = g(x)
     assert ex.compiled
-    np.testing.assert_allclose(cp.asnumpy(first), cp.asnumpy(second), rtol=1e-12)
-    np.testing.assert_allclose(cp.asnumpy(second), ft.grad(chain)(x), rtol=1e-12)
+    # interpreter (cupy's math) and kernel (libdevice) agree to rounding, relative to the
+    # largest value: the gradient crosses zero, where single elements differ relatively more
+    np.testing.assert_allclose(cp.asnumpy(first), cp.asnumpy(second), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(cp.asnumpy(second), ft.grad(chain)(x), rtol=1e-12, atol=1e-15)
 
 
 def test_availability_is_reported_as_usable():
     assert numba_cuda.unavailable_reason() is None
     assert isinstance(numba_cuda.default_arrays(), numba_cuda.CupyArrays)
+
+
+def test_repeated_calls_take_the_direct_launch_path_with_any_layout():
+    """After its first launch a kernel is launched through the driver with a packed parameter
+    buffer (cuda_device._Launch): later calls with other arrays, other values and a strided
+    view must give the same results as the reference."""
+    def f(x, y):
+        return fnp.sum(fnp.tanh(x) * y, axis=1), fnp.exp(x) - y
+
+    jf = ft.jit(f, backend="cuda", eager=True)
+    rng = np.random.default_rng(3)
+    for i in range(4):
+        xh = rng.standard_normal((300, 200))
+        yh = rng.standard_normal((300, 200))
+        x, y = cp.asarray(xh), cp.asarray(yh)
+        if i == 2:                       # a transposed view: not C-contiguous
+            x, xh = cp.asarray(xh.T.copy()).T, xh
+        _close(jf(x, y), f(xh, yh), 1e-12)
+    from functrace.backends.cuda_device import _Launch
+    ex = next(iter(jf._cache.values())).run
+    launches = [c.cell_contents for s in ex._steps[0] for c in (s.__closure__ or ())
+                if isinstance(c.cell_contents, _Launch)]
+    assert launches and all(la.fast is not None for la in launches)
+
+
+def test_scatter_set_with_repeated_indices_keeps_the_last_update_like_numpy():
+    idx = np.array([0, 2, 0, 2, 2, 1] * 50)
+
+    def f(x, v):
+        return x.at[idx].set(v)
+
+    xh = np.zeros(4)
+    vh = np.arange(idx.size, dtype=np.float64)
+    want = xh.copy()
+    want[idx] = vh
+    for _ in range(3):
+        got = ft.jit(f, backend="cuda", eager=True)(cp.asarray(xh), cp.asarray(vh))
+        np.testing.assert_array_equal(cp.asnumpy(got), want)

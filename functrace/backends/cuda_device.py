@@ -106,9 +106,47 @@ def check_available() -> None:
 # device-array adapters: the only code that touches cupy (or its numpy stand-in)
 # --------------------------------------------------------------------------------------------
 
+_compat_done: list = []
+
+
 def _cuda():
     from numba import cuda
+    if not _compat_done:
+        _numpy_compat()
+        _quiet_occupancy_warnings()
+        _compat_done.append(True)
     return cuda
+
+
+def _quiet_occupancy_warnings() -> None:
+    """Launch sizes are ours to choose (a 1,024-element step rightly gets a few blocks):
+    numba's 'Grid size N will likely result in GPU under-utilization' would warn on every
+    small launch of a user's program."""
+    try:
+        from numba.cuda.core import config  # numba-cuda
+    except ImportError:
+        from numba import config
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+
+
+def _numpy_compat() -> None:
+    """numba-cuda (0.30.4 and earlier) registers an overload for ``np.row_stack`` when its
+    first kernel compiles; numpy 2.5 removed that alias, so every compile raised
+    AttributeError and every kernel fell back to single ops. Give numba-cuda a stand-in for
+    the length of that one import, then take it out of numpy's namespace again."""
+    if hasattr(np, "row_stack") or simulator_enabled():
+        return
+
+    def row_stack(tup):   # pragma: no cover - a name for numba to register, never called
+        return np.vstack(tup)
+
+    np.row_stack = row_stack  # noqa: NPY201
+    try:
+        import numba.cuda.np.arrayobj  # noqa: F401  (the module that registers the overload)
+    except ImportError:
+        pass
+    finally:
+        del np.row_stack  # noqa: NPY201
 
 
 class HostArrays:
@@ -117,6 +155,7 @@ class HostArrays:
 
     name = "numpy (CUDA simulator)"
     simulated = True
+    passes_arrays = False      # kernel_arg may copy (the simulator wants contiguous arrays)
 
     def __init__(self):
         self.xp = np
@@ -174,6 +213,7 @@ class CupyArrays:
 
     name = "cupy"
     simulated = False
+    passes_arrays = True       # kernel_arg(x) is x
 
     def __init__(self):
         import cupy
@@ -201,16 +241,16 @@ class CupyArrays:
         return x if isinstance(x, self.cp.ndarray) else self.cp.asarray(x)
 
     def kernel_arg(self, x):
-        # sync=False: ordering is ours (one stream per call site); numba's default would
-        # synchronise the host on the array's stream for every argument of every launch
-        return self.cuda.as_cuda_array(x, sync=False)
+        # cupy arrays go to kernels as they are: ``_Launch`` packs their pointer, shape and
+        # strides itself (and converts them for numba's own launch path, without a sync)
+        return x
 
     def new_stream(self):
         s = self.cp.cuda.Stream(non_blocking=False)
-        return s, self.cuda.external_stream(s.ptr)
+        return s, self.cuda.external_stream(s.ptr), s.ptr
 
     def launcher(self, kernel, grid, block, stream):
-        return kernel[grid, block, stream[1]]
+        return _Launch(self, kernel, grid, block, stream)
 
     def stream_scope(self, stream):
         return stream[0]
@@ -246,6 +286,135 @@ class CupyArrays:
     def sm_count(self) -> int:
         dev = self.cp.cuda.Device()
         return int(dev.attributes["MultiProcessorCount"])
+
+
+def _dim3(d) -> tuple[int, int, int]:
+    d = tuple(d) if isinstance(d, tuple | list) else (d,)
+    return tuple(int(x) for x in d) + (1,) * (3 - len(d))
+
+
+class _Launch:
+    """One kernel at one launch configuration on one stream, launched through the driver.
+
+    Through numba-cuda's dispatcher (argument typing, a device array object per array,
+    cuda.core's launch) a ten-kernel step cost 2.6 ms of host time per call on an H200
+    machine; through this path, 0.19-0.21 ms (benchmarks/results/gpu_check_h200.log).
+    The first call goes through numba, which compiles (or loads from its cache) the
+    specialisation for these arguments and launches it. Then the driver's handle for that
+    specialisation is kept with a parameter buffer laid out as numba passes arguments (an
+    array is meminfo, parent, size, itemsize, data, shape..., strides...; every field 8
+    bytes), and later calls fill the buffer and call ``cuLaunchKernel`` through cupy's driver
+    bindings. Arguments that the specialisation does not fit (an array that is no longer
+    C-contiguous) go through numba again, which specialises anew. If the fast path cannot be
+    set up (another numba-cuda layout), every call stays on numba's path: slower, same
+    results."""
+
+    __slots__ = ("ar", "kernel", "grid", "block", "stream", "numba_launch", "fast")
+
+    def __init__(self, ar, kernel, grid, block, stream):
+        self.ar, self.kernel, self.stream = ar, kernel, stream
+        self.grid, self.block = _dim3(grid), _dim3(block)
+        self.numba_launch = kernel[grid, block, stream[1]]
+        self.fast = None
+
+    def __call__(self, *args):
+        fast = self.fast
+        if fast is not None and fast.pack(args):
+            g, b = self.grid, self.block
+            fast.launch(fast.func, g[0], g[1], g[2], b[0], b[1], b[2], 0, self.stream[2],
+                        fast.params_addr, 0)
+            return
+        cp, cuda = self.ar.cp, self.ar.cuda
+        nargs = [cuda.as_cuda_array(a, sync=False) if isinstance(a, cp.ndarray) else a
+                 for a in args]
+        self.numba_launch(*nargs)
+        try:
+            self.fast = _Packed.from_numba(self.kernel, nargs, args)
+        except Exception as exc:   # numba internals differ: stay on numba's launch path
+            log.debug("functrace: no direct launch for %s (%s: %s)",
+                      getattr(self.kernel, "__name__", self.kernel), type(exc).__name__, exc)
+            self.fast = None
+
+
+class _Packed:
+    """The driver handle of one compiled specialisation and its packed parameter buffer."""
+
+    __slots__ = ("func", "buf", "params", "params_addr", "slots", "launch", "c_flag", "f_flag")
+
+    @classmethod
+    def from_numba(cls, kernel, nargs, args) -> _Packed:
+        """For the specialisation numba just compiled for ``nargs`` (``args`` as we pass them:
+        cupy arrays and ints)."""
+        from cupy.cuda import driver
+        sig = tuple(kernel.typeof_pyval(a) for a in nargs)
+        ov = kernel.overloads.get(sig)
+        if ov is None:
+            raise LookupError(f"no overload for {sig}")
+        handle = ov._codelibrary.get_cufunc().handle
+        return cls(sig, args, int(getattr(handle, "value", handle)), driver.launchKernel)
+
+    def __init__(self, sig, args, func: int, launch):
+        """``sig``: numba's argument types; ``func``: the CUfunction (or CUkernel) handle;
+        ``launch``: ``cuLaunchKernel``'s binding."""
+        import ctypes
+        import struct
+
+        self.func, self.launch = func, launch
+        fields, slots = [], []
+        for ty, a in zip(sig, args):
+            kind = type(ty).__name__
+            j = len(fields)
+            if kind == "Array":
+                # the executor's shapes are fixed (one plan per abstract signature), and so
+                # are the strides of a C- or F-layout specialisation: only the data pointer
+                # (and an "A" layout's strides) change from call to call
+                nd = ty.ndim
+                slots.append(("a", j + 4, ty.layout, j + 5 + nd, j + 5 + 2 * nd))
+                fields += [0, 0, a.size, a.dtype.itemsize, 0, *a.shape, *a.strides]
+            elif kind == "Integer":
+                slots.append(("i", j))
+                fields.append(int(a))
+            elif kind == "Float":        # kept as its bits; another value goes through numba
+                slots.append(("f", a))
+                fmt = "<d" if ty.bitwidth == 64 else "<f"
+                fields.append(int.from_bytes(struct.pack(fmt, a).ljust(8, b"\0"), "little",
+                                             signed=True))
+            else:
+                raise TypeError(f"argument type {ty} has no direct launch")
+        self.slots = slots
+        # cupy's own flag attributes are cheaper than building an ``a.flags`` object
+        probe = next((a for a in args if hasattr(a, "__cuda_array_interface__")), None)
+        self.c_flag = "_c_contiguous" if hasattr(probe, "_c_contiguous") else None
+        self.f_flag = "_f_contiguous" if hasattr(probe, "_f_contiguous") else None
+        self.buf = (ctypes.c_int64 * max(len(fields), 1))(*fields)
+        base = ctypes.addressof(self.buf)
+        self.params = (ctypes.c_void_p * max(len(fields), 1))(
+            *[base + 8 * i for i in range(len(fields))])
+        self.params_addr = ctypes.addressof(self.params)
+        if not self.pack(args):
+            raise ValueError("the arguments do not fit the specialisation numba chose")
+
+    def pack(self, args) -> bool:
+        """Write the arguments into the buffer; False if one does not fit the specialisation."""
+        buf = self.buf
+        for slot, a in zip(self.slots, args):
+            kind = slot[0]
+            if kind == "a":
+                _, j, layout, s0, s1 = slot
+                if layout == "C":
+                    if not (getattr(a, self.c_flag) if self.c_flag else a.flags.c_contiguous):
+                        return False
+                elif layout == "F":
+                    if not (getattr(a, self.f_flag) if self.f_flag else a.flags.f_contiguous):
+                        return False
+                elif s1 > s0:
+                    buf[s0:s1] = a.strides
+                buf[j] = a.data.ptr
+            elif kind == "i":
+                buf[slot[1]] = a
+            elif a != slot[1]:
+                return False
+        return True
 
 
 _default: list = []

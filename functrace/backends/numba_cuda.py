@@ -604,6 +604,8 @@ class _Ctx:
         self.kargs: dict = {}
 
     def karg(self, i: int, shape):
+        if shape is None and self.ar.passes_arrays:     # cupy: the array is the argument
+            return self.env[i]
         k = (i, shape)
         a = self.kargs.get(k)
         if a is None:
@@ -649,8 +651,9 @@ def _kernel_step(ar, extents, la: Launch, launch, ops, outs, red, fin, parts):
 
     def step(ctx: _Ctx):
         args = list(ext)
+        karg = ctx.karg
         for op in ops:
-            args.append(op[1] if op[0] == "const" else ctx.karg(op[1], op[2]))
+            args.append(op[1] if op[0] == "const" else karg(op[1], op[2]))
         for sl, plan in outs:
             args.append(_make_out(ctx, sl, plan))
         if red is not None:
