@@ -42,6 +42,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -156,14 +157,16 @@ def table_chunk(kind: str, start: int, stop: int) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             got = jf(*argss)
+            again = jf(*argss)    # the second call launches through the driver directly
     except Exception as e:   # report, do not die: the other chunks still count
         return {"kind": kind, "rows": len(names), "kernels": 0, "seconds": 0.0,
                 "failures": [f"chunk {kind}[{start}:{stop}] raised {type(e).__name__}: {e}"],
                 "compile_failures": []}
     ex = next(iter(jf._cache.values())).run
-    for name, g, w, low in zip(names, got, wants, lows):
+    for name, g, g2, w, low in zip(names, got, again, wants, lows):
         try:
             _compare(g, w, name, low)
+            _compare(g2, w, name + " (second call)", low)
         except AssertionError as e:
             failures.append(f"{name}: {str(e).strip()[:400]}")
     return {"kind": kind, "rows": len(names), "kernels": len(ex.lower().kernels),
@@ -422,6 +425,7 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
     prog = next(iter(f._cache.values())).run.lower()
     print(f"  functrace compile + first call: {time.perf_counter() - t0:.2f} s; "
           f"{len(prog.kernels)} kernels, {len(prog.plan.steps)} steps")
+    step_times(cp, next(iter(f._cache.values())).run, prog, lambda: f(*dev))
     rv, rgs = cupy_vg(*dev)
     errs = [float(cp.max(cp.abs(a - b)) / (cp.max(cp.abs(b)) + 1e-30)) for a, b in zip(gs, rgs)]
     print(f"  value {float(v):.6f} vs hand {float(rv):.6f}; max rel grad diff "
@@ -437,6 +441,12 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
         jd = [jax.device_put(a) for a in host]
         jax.block_until_ready(jf(*jd))
         fns["jax.jit"] = lambda: jax.block_until_ready(jf(*jd))
+        # jax's default float32 matmul precision on a GPU is TF32 (10-bit mantissa inputs);
+        # numpy, cupy and functrace multiply in full float32. Same precision, for the ratio:
+        with jax.default_matmul_precision("highest"):
+            jh = jax.jit(jax.value_and_grad(jloss, argnums=(0, 1, 2)))
+            jax.block_until_ready(jh(*jd))
+        fns["jax.jit fp32 matmuls"] = lambda: jax.block_until_ready(jh(*jd))
     med = bench(cp, fns, rounds, seconds)
     for k, val in med.items():
         print(f"  {k:24s} {val * 1e3:9.3f} ms")
@@ -444,6 +454,57 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
     if "jax.jit" in med:
         r = med["functrace"] / med["jax.jit"]
         print(f"  functrace / jax.jit = {r:.2f}: {_target(r <= 1.1)} (<= 1.1)")
+        r = med["functrace"] / med["jax.jit fp32 matmuls"]
+        print(f"  functrace / jax.jit with float32 matmuls (precision='highest') = {r:.2f}")
+    # the two large products alone (13 GFLOP each): cuBLAS through cupy against XLA
+    x, w1 = dev[3], dev[0]
+    da = cp.asarray(rng.standard_normal((batch, 2048)).astype(np.float32))
+    gemms = {"cupy x @ w1": lambda: x @ w1, "cupy x.T @ da": lambda: x.T @ da}
+    if jax is not None:
+        with jax.default_matmul_precision("highest"):
+            jm = jax.jit(lambda a, b: a @ b)
+            jt = jax.jit(lambda a, b: a.T @ b)
+            xj, wj, dj = jax.device_put(host[3]), jax.device_put(host[0]), jax.device_put(
+                cp.asnumpy(da))
+            jm(xj, wj).block_until_ready()
+            jt(xj, dj).block_until_ready()
+        gemms["jax x @ w1 (highest)"] = lambda: jm(xj, wj)
+        gemms["jax x.T @ da (highest)"] = lambda: jt(xj, dj)
+    gmed = bench(cp, gemms, rounds, seconds)
+    flop = 2 * batch * 784 * 2048
+    print("  " + "; ".join(f"{k} {v * 1e3:.3f} ms ({flop / v / 1e12:.0f} TFLOP/s)"
+                           for k, v in gmed.items()))
+
+
+def step_times(cp, ex, prog, call, reps: int = 20) -> None:
+    """Each step of a compiled call alone (synchronised before and after: launch and GPU
+    time together), median over ``reps`` calls, named by the fusion plan."""
+    from functrace.passes.fusion import Group
+    g = prog.graph
+    names = [f"[{' '.join(g.eqns[i].op.name for i in s.eqns)}]" if isinstance(s, Group)
+             else g.eqns[s.eqn].op.name for s in prog.plan.steps]
+    steps, *rest = ex._steps
+    stream = ex._stream[0]
+    acc = [[] for _ in steps]
+
+    def timed(k, st):
+        def run(ctx):
+            stream.synchronize()
+            t = time.perf_counter()
+            st(ctx)
+            stream.synchronize()
+            acc[k].append(time.perf_counter() - t)
+        return run
+
+    ex._steps = ([timed(k, st) for k, st in enumerate(steps)], *rest)
+    try:
+        for _ in range(reps):
+            call()
+    finally:
+        ex._steps = (steps, *rest)
+    med = [statistics.median(a) * 1e6 for a in acc]
+    print(f"  steps alone (us, synchronised; sum {sum(med):.0f}): " + "  ".join(
+        f"{n} {m:.0f}" for n, m in zip(names, med)))
 
 
 def time_launch(cp, jax, jnp, calls: int) -> None:
@@ -494,6 +555,16 @@ def time_launch(cp, jax, jnp, calls: int) -> None:
     print(f"  functrace host time per call {h * 1e6:8.1f} us ({h / max(n_k, 1) * 1e6:.1f} us "
           f"per kernel); {_target(h <= 150e-6)} (<= 150 us)")
     print(f"  functrace latency (synchronised) {latency(lambda: f(x)) * 1e6:8.1f} us")
+    if os.environ.get("FT_PROFILE_DIR"):     # where the host time goes, for the curious
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        prof.runcall(lambda: [f(x) for _ in range(calls)])
+        dev.synchronize()
+        path = os.path.join(os.environ["FT_PROFILE_DIR"], "launch_profile.txt")
+        with open(path, "w") as fh:
+            pstats.Stats(prof, stream=fh).sort_stats("tottime").print_stats(40)
+        print(f"  profile of {calls} calls written to {path}")
     if jax is not None:
         def jten(x):
             for _ in range(10):
@@ -536,13 +607,19 @@ def main() -> int:
             ok = run_table(budget, workers, args.chunk)
         except ImportError as e:
             print(f"\n== OpCase table skipped: {e} (op_cases needs scipy)")
-    check_eager(cp, 20.0 if args.quick else 45.0)
-    check_math(cp)
     jax, jnp = load_jax()
     rounds, seconds = (5, 1.0) if args.quick else (15, 3.0)
-    time_chain(cp, jax, jnp, 10 ** 8, rounds, seconds)
-    time_mlp(cp, jax, jnp, 4096, rounds, seconds)
-    time_launch(cp, jax, jnp, 200 if args.quick else 1000)
+    sections = [(check_eager, (cp, 20.0 if args.quick else 45.0)), (check_math, (cp,)),
+                (time_chain, (cp, jax, jnp, 10 ** 8, rounds, seconds)),
+                (time_mlp, (cp, jax, jnp, 4096, rounds, seconds)),
+                (time_launch, (cp, jax, jnp, 200 if args.quick else 1000))]
+    for section, section_args in sections:   # report a broken section, run the others
+        try:
+            section(*section_args)
+        except Exception:
+            ok = False
+            print(f"\n== {section.__name__} RAISED:")
+            traceback.print_exc(file=sys.stdout)
     print(f"\ngpu_check finished in {time.perf_counter() - t_start:.0f} s; correctness "
           f"{'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
