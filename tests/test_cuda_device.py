@@ -31,7 +31,7 @@ class _Ptr:
 class FakeDeviceArray:
     """What ``_Packed`` reads of a cupy array."""
 
-    __cuda_array_interface__ = {}
+    __cuda_array_interface__ = property(lambda self: {})
 
     def __init__(self, host: np.ndarray, ptr: int):
         self.host, self.data = host, _Ptr(ptr)
@@ -103,7 +103,7 @@ def test_last_update_wins_gives_numpys_assignment_in_any_write_order(shape, key)
 
 def test_op_impl_helpers_keep_device_arrays_where_they_are():
     class Dev:
-        __cuda_array_interface__ = {}
+        __cuda_array_interface__ = property(lambda self: {})
         dtype = np.dtype(np.float32)
 
         def astype(self, dt):

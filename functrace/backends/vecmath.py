@@ -59,7 +59,11 @@ Design
   (float32 constants, int32 exponent bits) ran in 0.16 ms, i.e. 3.4x faster
   than the float64 route, so native float32 kernels are the obvious next
   step if float32 throughput matters; they need their own polynomial fits
-  (a Taylor degree-6 prototype was only 2.8 ulp) and are not done here.
+  (a Taylor degree-6 prototype was only 2.8 ulp).  ``vtanh`` has one: float32
+  in, it runs in float32 arithmetic (16 lanes; an odd polynomial below
+  |x| = 0.875, ``1 - 2e/(1+e)`` with a float32 ``e = exp(-2|x|)`` above),
+  131K elements in 33 us against 89 us through float64 and numpy's 21 us,
+  at <= 1.3 float32 ulp (asserted <= 2).
 
 Accuracy (float64; ulp = ``np.spacing`` of the exact result, measured against
 80-bit long double / mpmath references on 1e6 random points per function,
@@ -85,7 +89,8 @@ verf       [-6, 6]                                     0.81 ulp   3 ulp
 =========  ==========================================  =========  ========
 
 (*) or absolute error <= 4e-16.  float32 inputs (computed in float64, rounded
-once to float32): <= 0.5 float32 ulp + double rounding, asserted <= 1.
+once to float32): <= 0.5 float32 ulp + double rounding, asserted <= 1; vtanh's
+native float32 path: 1.25 ulp, asserted <= 2.
 Largest errors: tanh near |x| ~ 0.25 (expm1 cancellation, then e/(e+2)),
 sigmoid (exp, 1+e and the division each round), tan (sin/cos quotient).
 
@@ -101,7 +106,7 @@ import llvmlite.ir as llir
 import numba
 import numpy as np
 from numba import types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 __all__ = [
     "VECMATH", "JIT_OPTIONS", "FASTMATH",
@@ -237,6 +242,37 @@ def _slow_libm(cname):
     return slow
 
 
+@intrinsic
+def _pow2_f32(typingctx, s):
+    """2.0**k as float32 from ``s = 0x1.8p23 + k`` (the float32 shifter; -126 <= k <= 127),
+    in 32-bit integer operations: ``s``'s low mantissa bits are ``k``, and shifting them into
+    the exponent field drops the shifter's bits. (numba would widen int32 arithmetic to
+    int64, halving the vector width.)"""
+    if s != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = llir.IntType(32)
+        b = builder.shl(builder.bitcast(args[0], i32), llir.Constant(i32, 23))
+        b = builder.add(b, llir.Constant(i32, 127 << 23))
+        return builder.bitcast(b, llir.FloatType())
+    return types.float32(s), codegen
+
+
+@intrinsic
+def _copysign_f32(typingctx, r, x):
+    """|r| with the sign of x, float32, in 32-bit integer operations."""
+    if r != types.float32 or x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = llir.IntType(32)
+        a = builder.and_(builder.bitcast(args[0], i32), llir.Constant(i32, 0x7FFFFFFF))
+        sgn = builder.and_(builder.bitcast(args[1], i32), llir.Constant(i32, -0x80000000))
+        return builder.bitcast(builder.or_(a, sgn), llir.FloatType())
+    return types.float32(r, x), codegen
+
+
 _slow_sin = _slow_libm("sin")
 _slow_cos = _slow_libm("cos")
 _slow_tan = _slow_libm("tan")
@@ -342,6 +378,25 @@ _ERF_TB = tuple(_h(v) for v in (
     "-0x1.625b16b8e4a50p-27", "-0x1.8e429e929ad80p-30", "0x0p+0",
     "0x0p+0",
 ))
+
+
+# native float32 (tanh): 16 lanes per zmm instead of 8 for the float64 route
+_F32 = np.float32
+_ONE_F = _F32(1.0)
+_SHIFT_F = _F32(12582912.0)          # 0x1.8p23: round-to-nearest shifter for float32
+_INVLN2_F = _F32(1.4426950408889634)
+_LN2HI_F = _F32(0.693359375)         # 9 bits: k*_LN2HI_F exact for |k| < 2**15
+_LN2LO_F = _F32(-2.1219444005469057e-4)
+# exp(r) = 1 + r + r^2*Q(r), |r| <= ln2/2: rel. error of the r^2 term's fit 1e-8
+_QF = tuple(_F32(v) for v in (0.5, 0.16666573286056519, 0.04166686162352562,
+                              0.008363739587366581, 0.0013901573838666081))
+# tanh(x) = x + x*t*P(t), t = x^2 <= 0.875^2: rel. error of P's fit 8e-10
+_TPF = tuple(_F32(v) for v in (-0.3333333432674408, 0.13333328068256378,
+                               -0.0539669431746006, 0.021855462342500687,
+                               -0.008788293227553368, 0.0033687385730445385,
+                               -0.0010673108045011759, 0.00019301974680274725))
+_TANH_SMALL_F = _F32(0.875)
+_TANH_ONE_F = _F32(10.0)             # tanh(x) rounds to 1.0f for |x| > 9.01
 
 
 # --------------------------------------------------------------------------
@@ -596,6 +651,44 @@ def _tanh64(x):
 
 
 @_njit
+def _exp_neg_f32(y):
+    """e**y for float32 y in [-87, 0], in float32 arithmetic (about 1 ulp)."""
+    kd = y * _INVLN2_F + _SHIFT_F
+    scale = _pow2_f32(kd)
+    kd = kd - _SHIFT_F
+    r = (y - kd * _LN2HI_F) - kd * _LN2LO_F
+    Q = _QF
+    q = Q[0] + r * (Q[1] + r * (Q[2] + r * (Q[3] + r * Q[4])))
+    return (_ONE_F + (r + (r * r) * q)) * scale
+
+
+@_njit
+def _tanh_f32(x):
+    ax = abs(x)
+    ax = _TANH_ONE_F if ax > _TANH_ONE_F else ax     # inf -> 1; NaN passes
+    t = ax * ax
+    P = _TPF
+    p = P[0] + t * (P[1] + t * (P[2] + t * (P[3] + t * (P[4] + t * (
+        P[5] + t * (P[6] + t * P[7]))))))
+    small = ax + ax * (t * p)
+    e = _exp_neg_f32(-(ax + ax))
+    big = _ONE_F - (e + e) / (_ONE_F + e)             # 2e/(1+e) <= 0.45: no cancellation
+    return _copysign_f32(small if ax < _TANH_SMALL_F else big, x)
+
+
+def _tanh_any(x):
+    raise NotImplementedError   # the body numba compiles is chosen by type, below
+
+
+@overload(_tanh_any, inline="always", jit_options=dict(error_model="numpy",
+                                                      fastmath=set(FASTMATH)))
+def _tanh_any_impl(x):
+    if x == types.float32:
+        return lambda x: _tanh_f32(x)
+    return lambda x: _as_result(_tanh64(np.float64(x)), x)
+
+
+@_njit
 def _sigmoid64(x):
     e = _exp64(-abs(x))
     num = 1.0 if x >= 0.0 else e
@@ -707,8 +800,8 @@ def vtan(x):
 
 @_njit
 def vtanh(x):
-    """hyperbolic tangent"""
-    return _as_result(_tanh64(np.float64(x)), x)
+    """hyperbolic tangent (float32: native float32 arithmetic, <= 2 ulp)"""
+    return _tanh_any(x)
 
 
 @_njit
