@@ -40,10 +40,11 @@ INF, NAN = math.inf, math.nan
 _LOOPS = {}
 
 
-def loop_for(name, flags="vm"):
-    key = (name, flags)
+def loop_for(name, flags="vm", f32=False):
+    key = (name, flags, f32)
     if key not in _LOOPS:
-        fn = vm.VECMATH[name]
+        # as the code generator does: a native float32 variant for float32 operands
+        fn = vm.VECMATH_F32[name] if f32 else vm.VECMATH[name]
         opts = vm.JIT_OPTIONS if flags == "vm" else {}
 
         @numba.njit(**opts)
@@ -57,7 +58,7 @@ def loop_for(name, flags="vm"):
 def run(name, x, flags="vm"):
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
-    loop_for(name, flags)(x, out)
+    loop_for(name, flags, x.dtype == np.float32 and name in vm.VECMATH_F32)(x, out)
     return out
 
 
@@ -336,10 +337,14 @@ def test_table_and_attributes():
     assert vm.vexp(0.0) == 1.0
     assert vm.vlog(1.0) == 0.0
     assert isinstance(vm.vsin(np.float32(1.0)), float)
+    # native float32 variants: the code generator's table names the same functions
+    from functrace.backends.cpu_target import VECMATH_F32_OPS
+    assert {n: f"v{n}_f32" for n in vm.VECMATH_F32} == VECMATH_F32_OPS
+    assert all(getattr(vm, f) is vm.VECMATH_F32[n] for n, f in VECMATH_F32_OPS.items())
 
 
 def test_native_float32_tanh():
-    """vtanh computes float32 in float32 arithmetic: accuracy on both sides of the switch
+    """vtanh_f32 computes float32 in float32 arithmetic: accuracy on both sides of the switch
     between its polynomial and exp branches, tiny and huge arguments, and the special values
     (the sign of zero, +-inf, NaN); and it stays float32 (no float64 widening)."""
     rng = np.random.default_rng(12)

@@ -25,13 +25,25 @@ from .codegen import (
     spec_key,
 )
 
-__all__ = ["CPU_EXPRS", "VECMATH_OPS", "fusible", "prefer_kernel", "kernel_module_source",
-           "CODEGEN_VERSION"]
+__all__ = ["CPU_EXPRS", "VECMATH_OPS", "VECMATH_F32_OPS", "fusible", "prefer_kernel",
+           "kernel_module_source", "CODEGEN_VERSION"]
 
 #: ops computed with functrace.backends.vecmath (vectorisable polynomials: numba has no SVML)
 VECMATH_OPS = {"exp": "vexp", "exp2": "vexp2", "expm1": "vexpm1", "log": "vlog",
                "log2": "vlog2", "log10": "vlog10", "log1p": "vlog1p", "sin": "vsin",
                "cos": "vcos", "tan": "vtan", "tanh": "vtanh", "logistic": "vsigmoid"}
+#: the native float32 variants among them (``vecmath.VECMATH_F32``); the others compute
+#: float32 in float64
+VECMATH_F32_OPS = {"tanh": "vtanh_f32"}
+
+
+def _vecmath(name):
+    fn, fn32 = VECMATH_OPS[name], VECMATH_F32_OPS.get(name)
+
+    def f(args, params, in_dts, out_dt):
+        use = fn32 if fn32 and np.dtype(in_dts[0]) == np.float32 else fn
+        return f"vm.{use}({args[0]})"
+    return f
 
 
 def _typed_one(dt) -> str:
@@ -100,7 +112,7 @@ def _rsqrt(args, params, in_dts, out_dt):
 #: NaN propagation of maximum/minimum, float floor/ceil, numpy's remainder and power).
 #: Ops not listed use the ``kernel`` field of their declaration.
 CPU_EXPRS: dict = {
-    **{name: f"vm.{fn}({{0}})" for name, fn in VECMATH_OPS.items()},
+    **{name: _vecmath(name) for name in VECMATH_OPS},
     "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
     "div": "({0} / {1})", "max": "np.maximum({0}, {1})", "min": "np.minimum({0}, {1})",
     "floordiv": _float_helper("floordiv", "np.floor_divide"),

@@ -106,12 +106,12 @@ import llvmlite.ir as llir
 import numba
 import numpy as np
 from numba import types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 __all__ = [
     "VECMATH", "JIT_OPTIONS", "FASTMATH",
     "vexp", "vexpm1", "vexp2", "vlog", "vlog1p", "vlog2", "vlog10",
-    "vsin", "vcos", "vtan", "vtanh", "vsigmoid", "verf",
+    "vsin", "vcos", "vtan", "vtanh", "vsigmoid", "verf", "VECMATH_F32", "vtanh_f32",
 ]
 
 #: fast-math flags: keep inf/NaN/signed-zero *semantics* (no nnan/ninf/reassoc)
@@ -676,18 +676,6 @@ def _tanh_f32(x):
     return _copysign_f32(small if ax < _TANH_SMALL_F else big, x)
 
 
-def _tanh_any(x):
-    raise NotImplementedError   # the body numba compiles is chosen by type, below
-
-
-@overload(_tanh_any, inline="always", jit_options=dict(error_model="numpy",
-                                                      fastmath=set(FASTMATH)))
-def _tanh_any_impl(x):
-    if x == types.float32:
-        return lambda x: _tanh_f32(x)
-    return lambda x: _as_result(_tanh64(np.float64(x)), x)
-
-
 @_njit
 def _sigmoid64(x):
     e = _exp64(-abs(x))
@@ -800,8 +788,14 @@ def vtan(x):
 
 @_njit
 def vtanh(x):
-    """hyperbolic tangent (float32: native float32 arithmetic, <= 2 ulp)"""
-    return _tanh_any(x)
+    """hyperbolic tangent"""
+    return _as_result(_tanh64(np.float64(x)), x)
+
+
+@_njit
+def vtanh_f32(x):
+    """hyperbolic tangent of a float32, in float32 arithmetic (<= 2 ulp)"""
+    return _tanh_f32(x)
 
 
 @_njit
@@ -834,4 +828,10 @@ VECMATH = {
     "logistic": vsigmoid,
     "expit": vsigmoid,
     "erf": verf,
+}
+
+#: native float32 variants (16 lanes per zmm; the others compute float32 in float64): the code
+#: generator calls ``vm.VECMATH_F32[name]`` for float32 operands when there is one
+VECMATH_F32 = {
+    "tanh": vtanh_f32,
 }
