@@ -143,3 +143,56 @@ def test_numpy_compat_leaves_numpy_as_it_found_it(monkeypatch):
     monkeypatch.setattr(cuda_device, "simulator_enabled", lambda: False)
     cuda_device._numpy_compat()
     assert not hasattr(np, "row_stack")
+
+
+class _FakeCupy:
+    class ndarray(FakeDeviceArray):
+        pass
+
+
+def test_launch_goes_through_numba_once_then_the_driver(monkeypatch):
+    """cuda_device._Launch: the first call (and any call whose arrays do not fit the
+    specialisation) goes through numba's launch; the others fill the buffer and call the
+    driver's launch with it; a kernel without a direct path stays on numba's."""
+    numba_calls, driver_calls = [], []
+    sig = (types.int64, types.Array(types.float64, 1, "C"))
+
+    class Kernel:
+        def __getitem__(self, config):
+            return lambda *a: numba_calls.append(a)
+
+    class Cuda:
+        @staticmethod
+        def as_cuda_array(a, sync=True):
+            assert sync is False          # numba must not synchronise the host per argument
+            return ("numba view", a)
+
+    class Adapter:
+        cp, cuda = _FakeCupy, Cuda
+
+    def launch(func, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        ptr = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        data = ctypes.cast(ptr[5], ctypes.POINTER(ctypes.c_int64))[0]   # the array's pointer
+        driver_calls.append((func, (gx, gy, gz), (bx, by, bz), stream, data))
+
+    monkeypatch.setattr(_Packed, "from_numba", classmethod(
+        lambda cls, kernel, nargs, args: cls(sig, args, 77, launch)))
+    la = cuda_device._Launch(Adapter(), Kernel(), 4, 256, ("stream", "numba stream", 0xABC))
+    h = np.zeros(8)
+    la(8, _FakeCupy.ndarray(h, 0x100))
+    assert len(numba_calls) == 1 and numba_calls[0][1] == ("numba view", numba_calls[0][1][1])
+    la(8, _FakeCupy.ndarray(h, 0x200))
+    la(8, _FakeCupy.ndarray(h, 0x300))
+    assert len(numba_calls) == 1
+    assert driver_calls == [(77, (4, 1, 1), (256, 1, 1), 0xABC, 0x200),
+                            (77, (4, 1, 1), (256, 1, 1), 0xABC, 0x300)]
+    la(8, _FakeCupy.ndarray(np.zeros(16)[::2], 0x400))   # strided: numba specialises anew
+    assert len(numba_calls) == 2 and len(driver_calls) == 2
+
+    def broken(cls, kernel, nargs, args):
+        raise LookupError("another numba-cuda")
+    monkeypatch.setattr(_Packed, "from_numba", classmethod(broken))
+    lb = cuda_device._Launch(Adapter(), Kernel(), 1, 32, ("s", "ns", 1))
+    lb(8, _FakeCupy.ndarray(h, 0x100))
+    lb(8, _FakeCupy.ndarray(h, 0x100))
+    assert lb.fast is False and len(numba_calls) == 4

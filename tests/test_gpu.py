@@ -182,7 +182,7 @@ def test_repeated_calls_take_the_direct_launch_path_with_any_layout():
     ex = next(iter(jf._cache.values())).run
     launches = [c.cell_contents for s in ex._steps[0] for c in (s.__closure__ or ())
                 if isinstance(c.cell_contents, _Launch)]
-    assert launches and all(la.fast is not None for la in launches)
+    assert launches and all(la.fast for la in launches)
 
 
 def test_scatter_set_with_repeated_indices_keeps_the_last_update_like_numpy():

@@ -307,33 +307,42 @@ class _Launch:
     bindings. Arguments that the specialisation does not fit (an array that is no longer
     C-contiguous) go through numba again, which specialises anew. If the fast path cannot be
     set up (another numba-cuda layout), every call stays on numba's path: slower, same
-    results."""
+    results. The buffer is shared by the calls of one call site: a lock keeps a thread from
+    refilling it between another thread's fill and launch (the driver copies the parameters
+    when the launch is queued)."""
 
-    __slots__ = ("ar", "kernel", "grid", "block", "stream", "numba_launch", "fast")
+    __slots__ = ("ar", "kernel", "grid", "block", "stream", "numba_launch", "fast", "lock")
 
     def __init__(self, ar, kernel, grid, block, stream):
         self.ar, self.kernel, self.stream = ar, kernel, stream
         self.grid, self.block = _dim3(grid), _dim3(block)
         self.numba_launch = kernel[grid, block, stream[1]]
         self.fast = None
+        self.lock = threading.Lock()
 
     def __call__(self, *args):
-        fast = self.fast
-        if fast is not None and fast.pack(args):
-            g, b = self.grid, self.block
-            fast.launch(fast.func, g[0], g[1], g[2], b[0], b[1], b[2], 0, self.stream[2],
-                        fast.params_addr, 0)
-            return
+        with self.lock:
+            fast = self.fast
+            if fast and fast.pack(args):
+                g, b = self.grid, self.block
+                fast.launch(fast.func, g[0], g[1], g[2], b[0], b[1], b[2], 0, self.stream[2],
+                            fast.params_addr, 0)
+                return
+            self._through_numba(args)
+
+    def _through_numba(self, args):
         cp, cuda = self.ar.cp, self.ar.cuda
         nargs = [cuda.as_cuda_array(a, sync=False) if isinstance(a, cp.ndarray) else a
                  for a in args]
         self.numba_launch(*nargs)
+        if self.fast is False:     # no direct path for this kernel: do not try again
+            return
         try:
             self.fast = _Packed.from_numba(self.kernel, nargs, args)
         except Exception as exc:   # numba internals differ: stay on numba's launch path
             log.debug("functrace: no direct launch for %s (%s: %s)",
                       getattr(self.kernel, "__name__", self.kernel), type(exc).__name__, exc)
-            self.fast = None
+            self.fast = False
 
 
 class _Packed:
