@@ -135,7 +135,7 @@ BOUNDS = {"exp": 1.0, "expm1": 2.0, "exp2": 2.0, "log": 1.0, "log2": 2.0,
           "tanh": 3.0, "sigmoid": 3.0, "erf": 3.0}
 TRIG_ABS = 4e-16
 #: float32 ulp bounds of the native float32 variants (vm.VECMATH_F32)
-F32_NATIVE_BOUNDS = {"exp": 1.0, "tanh": 2.0, "sigmoid": 3.0}
+F32_NATIVE_BOUNDS = {"exp": 1.0, "log": 1.0, "tanh": 2.0, "sigmoid": 3.0}
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDS))
@@ -392,3 +392,21 @@ def test_native_float32_exp_and_sigmoid():
     np.testing.assert_array_equal(run("sigmoid", np.array([np.nan, np.inf, -np.inf, -0.0, 200.0,
                                                            -200.0], np.float32)),
                                   np.array([np.nan, 1.0, 0.0, 0.5, 1.0, 0.0], np.float32))
+
+
+def test_native_float32_log():
+    """vlog_f32: dense accuracy over the whole float32 range (subnormals included), near 1,
+    and the special values (log(0) = -inf, log(x < 0) = NaN, log(inf) = inf)."""
+    rng = np.random.default_rng(14)
+    x = np.concatenate([np.exp(rng.uniform(-103, 88.7, 400_000)), rng.uniform(0.5, 2, 200_000),
+                        1 + rng.uniform(-1e-3, 1e-3, 50_000)]).astype(np.float32)
+    x = x[x > 0]
+    got = run("log", x)
+    assert got.dtype == np.float32
+    ref = np.log(x.astype(LD))
+    ok = ref != 0
+    ulp = np.spacing(np.abs(ref[ok]).astype(np.float32)).astype(LD)
+    assert float((np.abs(got[ok].astype(LD) - ref[ok]) / ulp).max()) <= 1.0
+    s = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, 1.0, 1e-45, 3.4e38], np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(run("log", s), np.log(s.astype(LD)).astype(np.float32))

@@ -34,7 +34,8 @@ VECMATH_OPS = {"exp": "vexp", "exp2": "vexp2", "expm1": "vexpm1", "log": "vlog",
                "cos": "vcos", "tan": "vtan", "tanh": "vtanh", "logistic": "vsigmoid"}
 #: the native float32 variants among them (``vecmath.VECMATH_F32``); the others compute
 #: float32 in float64
-VECMATH_F32_OPS = {"exp": "vexp_f32", "tanh": "vtanh_f32", "logistic": "vsigmoid_f32"}
+VECMATH_F32_OPS = {"exp": "vexp_f32", "log": "vlog_f32", "tanh": "vtanh_f32",
+                   "logistic": "vsigmoid_f32"}
 
 
 def _vecmath(name):
