@@ -726,7 +726,9 @@ def _tanh64(x):
 
 @_njit
 def _exp_neg_f32(y):
-    """e**y for float32 y in [-87, 0], in float32 arithmetic (about 1 ulp)."""
+    """e**y for float32 y in [-87, 0], in float32 arithmetic: ``_exp_f32`` without the
+    clamps, the second scale factor and one polynomial degree, for tanh, whose result damps
+    the error of e (tanh with ``_exp_f32``: 43 us per 131K elements instead of 31-33)."""
     kd = y * _INVLN2_F + _SHIFT_F
     scale = _pow2_f32(kd)
     kd = kd - _SHIFT_F
