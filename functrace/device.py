@@ -15,12 +15,12 @@ the device is simulated with numpy arrays, so ``device_put`` returns numpy array
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
 from . import tree_util
+from .ops._base import namespace_of
 
 __all__ = ["device_put", "device_get", "array_module", "is_device_array"]
 
@@ -41,10 +41,7 @@ def array_module(x: Any):
         >>> ft.device.array_module(np.zeros(2)).__name__
         'numpy'
     """
-    cp = sys.modules.get("cupy")
-    if cp is not None and isinstance(x, cp.ndarray):
-        return cp
-    return np
+    return namespace_of(x)
 
 
 def _device_index(device: str) -> int | None:

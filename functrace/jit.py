@@ -33,6 +33,7 @@ from . import tree_util
 from .api import _check_leaf_arg, _fingerprint, flatten_fun
 from .backends import numpy_ref
 from .core import AVal, Graph
+from .ops._base import on_device
 from .passes.simplify import optimize
 from .tracing import Tracer, _current, trace_to_graph
 
@@ -73,11 +74,6 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, eager=eager, threads=threads)
     return Jitted(fun, backend, static_argnums, donate_argnums, eager, threads)
-
-
-def _on_device(x) -> bool:
-    """A GPU array (cupy, ...): its shape and dtype are read without copying it (issue #7)."""
-    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
 
 
 def _nums(x) -> tuple[int, ...]:
@@ -214,7 +210,7 @@ class Jitted:
         for i, x in enumerate(leaves):
             if type(x) is np.ndarray:
                 sig.append((x.shape, x.dtype))
-            elif _on_device(x):   # CUDA backend (issue #7): device arrays stay where they are
+            elif on_device(x):    # CUDA backend (issue #7): device arrays stay where they are
                 sig.append((tuple(x.shape), np.dtype(x.dtype)))
             else:
                 x = leaves[i] = _check_leaf_arg(x, i)
@@ -294,7 +290,7 @@ class Jitted:
         """
         dyn, svals, static = self._split(args)
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
-        leaves = [x if isinstance(x, AVal) else AVal(x.shape, x.dtype) if _on_device(x)
+        leaves = [x if isinstance(x, AVal) else AVal(x.shape, x.dtype) if on_device(x)
                   else np.asarray(_check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
         return Lowered(self, entry)
@@ -343,5 +339,5 @@ class Compiled:
     def __call__(self, *args, **kwargs) -> Any:
         dyn, _, _ = self._jitted._split(args)
         leaves = tree_util.tree_leaves((dyn, kwargs))
-        outs = self._entry.run(*[x if _on_device(x) else np.asarray(x) for x in leaves])
+        outs = self._entry.run(*[x if on_device(x) else np.asarray(x) for x in leaves])
         return tree_util.tree_unflatten(self._entry.out_tree, list(outs))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
+import types as types_module
 
 import numpy as np
 import pytest
@@ -101,7 +103,7 @@ def test_last_update_wins_gives_numpys_assignment_in_any_write_order(shape, key)
     np.testing.assert_array_equal(got, want)
 
 
-def test_op_impl_helpers_keep_device_arrays_where_they_are():
+def test_op_impl_helpers_keep_device_arrays_where_they_are(monkeypatch):
     class Dev:
         __cuda_array_interface__ = property(lambda self: {})
         dtype = np.dtype(np.float32)
@@ -112,8 +114,13 @@ def test_op_impl_helpers_keep_device_arrays_where_they_are():
     d = Dev()
     assert as_array(d) is d and as_array(d, np.float32) is d
     assert as_array(d, np.float64) == ("cast", np.dtype(np.float64))
-    assert namespace_of(np.ones(2), d) is __import__(__name__)   # the array's top module
+    assert namespace_of(np.ones(2), d) is np          # no cupy imported: numpy
+    fake_cupy = types_module.SimpleNamespace(ndarray=Dev)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    assert namespace_of(np.ones(2), d) is fake_cupy
     assert namespace_of(np.ones(2), 3.0) is np
+    from functrace.device import array_module
+    assert array_module(d) is fake_cupy and array_module(np.ones(2)) is np
     assert type(as_array([1, 2])) is np.ndarray
 
 
@@ -141,7 +148,15 @@ def test_numpy_compat_leaves_numpy_as_it_found_it(monkeypatch):
     the stand-in lives only while numba-cuda's registry module imports."""
     monkeypatch.delattr(np, "row_stack", raising=False)
     monkeypatch.setattr(cuda_device, "simulator_enabled", lambda: False)
-    cuda_device._numpy_compat()
+    seen = []
+
+    def load():                      # what numba-cuda's registry module does at import
+        seen.append(np.row_stack([np.ones(2), np.zeros(2)]))  # noqa: NPY201
+
+    cuda_device._numpy_compat(load)
+    np.testing.assert_array_equal(seen[0], [[1.0, 1.0], [0.0, 0.0]])
+    assert not hasattr(np, "row_stack")
+    cuda_device._numpy_compat()      # the real module, or ImportError without numba-cuda
     assert not hasattr(np, "row_stack")
 
 

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -113,23 +114,15 @@ def _cuda():
     from numba import cuda
     if not _compat_done:
         _numpy_compat()
-        _quiet_occupancy_warnings()
         _compat_done.append(True)
     return cuda
 
 
-def _quiet_occupancy_warnings() -> None:
-    """Launch sizes are ours to choose (a 1,024-element step rightly gets a few blocks):
-    numba's 'Grid size N will likely result in GPU under-utilization' would warn on every
-    small launch of a user's program."""
-    try:
-        from numba.cuda.core import config  # numba-cuda
-    except ImportError:
-        from numba import config
-    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+def _load_numba_cuda_registry() -> None:
+    import numba.cuda.np.arrayobj  # noqa: F401  (the module that registers the overload)
 
 
-def _numpy_compat() -> None:
+def _numpy_compat(load=_load_numba_cuda_registry) -> None:
     """numba-cuda (0.30.4 and earlier) registers an overload for ``np.row_stack`` when its
     first kernel compiles; numpy 2.5 removed that alias, so every compile raised
     AttributeError and every kernel fell back to single ops. Give numba-cuda a stand-in for
@@ -137,12 +130,12 @@ def _numpy_compat() -> None:
     if hasattr(np, "row_stack") or simulator_enabled():
         return
 
-    def row_stack(tup):   # pragma: no cover - a name for numba to register, never called
+    def row_stack(tup):   # a name for numba to register; numpy 2.4 gave vstack under it
         return np.vstack(tup)
 
     np.row_stack = row_stack  # noqa: NPY201
     try:
-        import numba.cuda.np.arrayobj  # noqa: F401  (the module that registers the overload)
+        load()
     except ImportError:
         pass
     finally:
@@ -316,7 +309,11 @@ class _Launch:
     def __init__(self, ar, kernel, grid, block, stream):
         self.ar, self.kernel, self.stream = ar, kernel, stream
         self.grid, self.block = _dim3(grid), _dim3(block)
-        self.numba_launch = kernel[grid, block, stream[1]]
+        with warnings.catch_warnings():
+            # launch sizes are ours to choose (a 1,024-element step rightly gets a few
+            # blocks): numba's "Grid size N will likely result in GPU under-utilization"
+            warnings.filterwarnings("ignore", message="Grid size")
+            self.numba_launch = kernel[grid, block, stream[1]]
         self.fast = None
         self.lock = threading.Lock()
 

@@ -23,7 +23,7 @@ from ..errors import ShapeError
 from ..tracing import Tracer
 
 __all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of",
-           "as_array", "namespace_of"]
+           "as_array", "namespace_of", "on_device"]
 
 
 def aval_of(x) -> AVal:
@@ -42,8 +42,9 @@ def dtype_of(x) -> np.dtype:
     return aval_of(x).dtype
 
 
-def _on_device(x) -> bool:
-    return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+def on_device(x) -> bool:
+    """A GPU array (cupy, ...): anything with ``__cuda_array_interface__``."""
+    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
 
 
 def as_array(x, dtype=None):
@@ -51,17 +52,20 @@ def as_array(x, dtype=None):
     ``__cuda_array_interface__``) stays where it is, cast when ``dtype`` differs. Op impls use
     this, not ``np.asarray``, so that the CUDA backend can run them on cupy arrays (cupy
     refuses implicit conversion to numpy)."""
-    if _on_device(x):
+    if on_device(x):
         return x if dtype is None or x.dtype == np.dtype(dtype) else x.astype(dtype)
     return np.asarray(x, dtype=dtype)
 
 
 def namespace_of(*xs):
-    """The array module of the first device array among ``xs`` (cupy), else numpy: for the
-    few impls that create arrays (``xp.empty``) rather than compute on their operands."""
-    for x in xs:
-        if _on_device(x):
-            return sys.modules[type(x).__module__.partition(".")[0]]
+    """cupy if one of ``xs`` is a cupy array, else numpy: for the few impls that create
+    arrays (``xp.empty``) rather than compute on their operands. (cupy is looked up, never
+    imported: a program holding a cupy array has imported it.)"""
+    cp = sys.modules.get("cupy")
+    if cp is not None:
+        for x in xs:
+            if isinstance(x, cp.ndarray):
+                return cp
     return np
 
 
