@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import tree_util
-from .core import AVal, Graph
+from .core import AVal, Graph, on_device
 from .errors import FunctraceError
 from .symbol import Symbol
 from .tracing import Tracer, trace_to_graph
@@ -22,8 +22,10 @@ __all__ = ["trace", "make_graph", "flatten_fun"]
 
 
 def _check_leaf_arg(x, i):
-    if isinstance(x, Tracer | AVal | np.ndarray | np.generic | bool | int | float | complex):
-        if isinstance(x, np.ndarray | np.generic) and x.dtype.kind not in "biufc":
+    if isinstance(x, Tracer | AVal | np.ndarray | np.generic | bool | int | float | complex) or (
+            on_device(x)):
+        if not isinstance(x, Tracer | AVal | bool | int | float | complex) and (
+                np.dtype(x.dtype).kind not in "biufc"):
             raise TypeError(f"argument leaf {i}: arrays of dtype {x.dtype} cannot be traced "
                             "(use bool, integer, float or complex data)")
         return x
@@ -121,18 +123,27 @@ class _Entry:
         self.fingerprint, self.extra = fingerprint, extra
 
 
-def _fingerprint(fun) -> tuple:
+def _fingerprint(fun, depth: int = 0) -> tuple:
     """Identity of what ``fun`` reads from its closure and globals: a rebinding invalidates
-    a cached graph. (Arrays mutated in place are caught by comparing the literals.)"""
+    a cached graph. (Arrays mutated in place are caught by comparing the literals.) Functions
+    in the closure are followed a few levels down, so ``jit(grad(f))`` notices a name that
+    ``f`` closes over being rebound."""
     f = getattr(fun, "__func__", fun)
     code = getattr(f, "__code__", None)
     if code is None:
         return ()
-    cells = tuple(id(c.cell_contents) if _cell_full(c) else None
-                  for c in (f.__closure__ or ()))
+    cells = []
+    for c in f.__closure__ or ():
+        if not _cell_full(c):
+            cells.append(None)
+            continue
+        v = c.cell_contents
+        cells.append(id(v))
+        if depth < 3 and hasattr(v, "__code__") and v is not f:
+            cells.append(_fingerprint(v, depth + 1))
     g = f.__globals__
     names = tuple(id(g.get(n)) for n in code.co_names if n in g)
-    return cells + names
+    return tuple(cells) + names
 
 
 def _cell_full(c):
@@ -165,7 +176,11 @@ _SMALL_CONST = 1 << 16   # bytes: smaller captured arrays are compared by their 
 
 
 def _snapshot(orig, val: np.ndarray) -> tuple:
-    """What a cache entry remembers of an array the trace captured as a constant."""
+    """What a cache entry remembers of an array the trace captured as a constant. A device
+    (GPU) array is remembered by identity only: comparing its contents would synchronise
+    with the device on every call (rebinding the name is still noticed, see _fingerprint)."""
+    if on_device(orig):
+        return (orig, None, None, None)
     return (orig, val.shape, val.dtype,
             val.tobytes() if val.nbytes <= _SMALL_CONST else val)
 
@@ -174,6 +189,8 @@ def _unchanged(snap) -> bool:
     """Whether a captured array still holds the value the cached graph baked in (bytes
     compare: NaN equals NaN, so a constant holding NaN does not force a re-trace)."""
     orig, shape, dtype, saved = snap
+    if shape is None:
+        return True
     a = orig if type(orig) is np.ndarray else np.asarray(orig)
     if a.shape != shape or a.dtype != dtype:
         return False
@@ -247,7 +264,8 @@ def _wrt_leaf_indices(args, kwargs, nums):
 def _check_wrt_dtypes(leaves, wrt, fname, holomorphic):
     for i in wrt:
         x = leaves[i]
-        dt = x.dtype if isinstance(x, Tracer | AVal) else np.asarray(x).dtype
+        dt = np.dtype(x.dtype) if isinstance(x, Tracer | AVal) or on_device(x) else (
+            np.asarray(x).dtype)
         if dt.kind not in "fc":
             raise TypeError(
                 f"{fname} requires float (or complex) inputs to differentiate, but input leaf "
@@ -467,7 +485,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                             f"{main_tree}, got {tree}")
         cts = []
         for c, av in zip(ct_leaves, out_avals):
-            c = c if isinstance(c, Tracer) else np.asarray(c, dtype=av.dtype)
+            c = c if isinstance(c, Tracer) else _ops._base.as_array(c, dtype=av.dtype)
             if _aval_any(c).shape != av.shape:
                 raise ValueError(f"cotangent shape {_aval_any(c).shape} differs from the "
                                  f"output's {av.shape}")
@@ -484,7 +502,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
 
 
 def _aval_any(x):
-    return x.aval if isinstance(x, Tracer) else AVal.of(np.asarray(x))
+    return x.aval if isinstance(x, Tracer) else AVal.of(x)
 
 
 def _split(g, n_primal_in: int, n_out: int):

@@ -27,7 +27,7 @@ from .errors import FunctraceError, ShapeError
 
 __all__ = [
     "AVal", "Var", "Lit", "Eqn", "Graph", "Op", "Params", "SourceInfo", "verify",
-    "to_dtype", "registry", "get_op",
+    "to_dtype", "registry", "get_op", "on_device", "to_host",
 ]
 
 
@@ -89,10 +89,31 @@ class AVal:
 
     @staticmethod
     def of(x) -> AVal:
-        """The AVal of a concrete array or Python scalar (numpy's dtype rules)."""
+        """The AVal of a concrete array (host or device) or Python scalar (numpy's dtype
+        rules)."""
         if isinstance(x, np.ndarray):
             return AVal(x.shape, x.dtype)
+        if on_device(x):
+            return AVal(tuple(x.shape), np.dtype(x.dtype))
         return AVal(np.shape(x), np.asarray(x).dtype)
+
+
+def on_device(x) -> bool:
+    """Whether ``x`` is an array in GPU memory (cupy, ...): anything that exposes
+    ``__cuda_array_interface__`` and is not a numpy array. Such arrays refuse implicit
+    conversion to numpy; code that needs their values on the host calls ``to_host``."""
+    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
+
+
+def to_host(x) -> np.ndarray:
+    """A numpy copy of a device array (cupy's ``get``, numba's ``copy_to_host``); host values
+    go through ``np.asarray``. Synchronises with the device."""
+    if on_device(x):
+        if hasattr(x, "get"):
+            return x.get()
+        if hasattr(x, "copy_to_host"):
+            return x.copy_to_host()
+    return np.asarray(x)
 
 
 _SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",

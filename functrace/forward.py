@@ -26,6 +26,7 @@ from .api import (
 from .autodiff import jvp_graph, vjp_graph
 from .batching import batch_graph
 from .core import AVal, Graph
+from .ops._base import as_array
 from .passes.simplify import dce, optimize
 from .tracing import Tracer
 
@@ -37,7 +38,7 @@ def _aval(x) -> AVal:
         return x.aval
     if isinstance(x, AVal):
         return x
-    return AVal.of(np.asarray(x))
+    return AVal.of(x)
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ def _check_tangents(primals, tangents):
         if pa.dtype.kind in "fc" and ta.dtype != pa.dtype:
             if isinstance(t, Tracer):
                 raise TypeError(f"jvp: tangent {i} has dtype {ta.dtype}, primal has {pa.dtype}")
-            t = np.asarray(t, dtype=pa.dtype)
+            t = as_array(t, dtype=pa.dtype)
         out.append(t if pa.dtype.kind in "fc" else np.zeros(pa.shape, pa.dtype))
     return p_leaves, out
 

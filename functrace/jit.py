@@ -211,6 +211,11 @@ class Jitted:
             if type(x) is np.ndarray:
                 sig.append((x.shape, x.dtype))
             elif on_device(x):    # CUDA backend (issue #7): device arrays stay where they are
+                if self.backend == "cpu":
+                    raise TypeError(
+                        f"argument leaf {i} is a GPU array ({type(x).__name__}), and this "
+                        "function is jitted for the CPU. Use ft.jit(f, backend='cuda') to "
+                        "compute on the GPU, or ft.device_get(x) to copy it to the host.")
                 sig.append((tuple(x.shape), np.dtype(x.dtype)))
             else:
                 x = leaves[i] = _check_leaf_arg(x, i)
@@ -221,7 +226,7 @@ class Jitted:
         key = (in_tree, tuple(sig), svals)
         entry = self._cache.get(key)
         if entry is not None and entry.fingerprint == _fingerprint(self.fun) and all(
-                np.array_equal(orig, lit) for orig, lit in entry.consts):
+                _const_current(orig, lit) for orig, lit in entry.consts):
             return entry, leaves
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
         if entry is not None and len(self._cache) > 256:
@@ -272,7 +277,7 @@ class Jitted:
             if key is not None:
                 entry = self._cache.get(key)
                 if entry is not None and entry.fingerprint == _fingerprint(self.fun) and all(
-                        np.array_equal(orig, lit) for orig, lit in entry.consts):
+                        _const_current(orig, lit) for orig, lit in entry.consts):
                     return entry.build(entry.run(*leaves))
         if any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
             return self.fun(*args, **kwargs)     # tracers of a finished trace: let it raise
@@ -294,6 +299,12 @@ class Jitted:
                   else np.asarray(_check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
         return Lowered(self, entry)
+
+
+def _const_current(orig, lit) -> bool:
+    """Whether an array the trace baked in as a constant still holds that value. A device
+    array counts by identity (comparing contents would synchronise with the GPU per call)."""
+    return on_device(orig) or np.array_equal(orig, lit)
 
 
 class Lowered:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var
+from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var, on_device, to_host
 from .errors import _PKG_DIR, ConcretizationError, FunctraceError, ShapeError, TracerLeakError
 
 __all__ = ["Trace", "Tracer", "bind", "trace_to_graph", "eval_graph", "current_trace",
@@ -162,8 +162,8 @@ class Trace:
             return lit
         arr = _as_array(x)
         lit = Lit(arr)
-        if arr is x and arr.ndim:
-            self.consts.append((arr, lit.val))   # lets caches notice in-place updates
+        if (arr is x or on_device(x)) and arr.ndim:
+            self.consts.append((x, lit.val))   # lets caches notice in-place updates
         return lit
 
     # -- recording ---------------------------------------------------------------------------
@@ -205,7 +205,9 @@ class Trace:
                         f"{source_line(_user_source())}. "
                         "Use ft.cond / ft.while_loop for value-dependent control flow, or mark "
                         "the argument static (static_argnums=...).")
-                self.values[v] = src.value if isinstance(src, Tracer) else src
+                val = src.value if isinstance(src, Tracer) else src
+                # values decide Python control flow on the host: a device input is copied
+                self.values[v] = to_host(val) if on_device(val) else val
                 stack.pop()
                 continue
             eqn = self.producer.get(v)
@@ -227,6 +229,8 @@ class Trace:
 def _as_array(x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
+    if on_device(x):   # a closed-over GPU array becomes a literal: graphs hold host values
+        return to_host(x)
     if isinstance(x, bool | int | float | complex | np.generic):
         return np.asarray(x)
     if hasattr(x, "__array__") and not isinstance(x, Tracer):
@@ -401,6 +405,8 @@ def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any]) -> 
             tracers.append(trace.new_input(a, None))
         elif isinstance(a, Tracer):
             tracers.append(trace.new_input(a.aval, a))
+        elif on_device(a):   # stays on the device; copied only if a value is needed
+            tracers.append(trace.new_input(AVal.of(a), a))
         else:
             arr = _as_array(a)
             tracers.append(trace.new_input(AVal(arr.shape, arr.dtype), arr))

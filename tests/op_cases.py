@@ -767,8 +767,10 @@ case("getitem:repeated", lambda x: x[np.array([1, 1, 1, 0])] * x[[2, 2]].sum(), 
 
 
 def _at(x):
-    """``x.at`` on a tracer (the property under test); numpy arrays have no ``.at``."""
-    return fnp.at(x) if isinstance(x, np.ndarray) else x.at
+    """``x.at`` on a tracer (the property under test); numpy (and cupy) arrays have no
+    ``.at``."""
+    from functrace.tracing import Tracer
+    return x.at if isinstance(x, Tracer) else fnp.at(x)
 
 
 def _np_at(mode, idx):

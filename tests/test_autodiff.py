@@ -228,6 +228,20 @@ def test_cache_sees_rebound_global():
     assert g(1.0) == 7.0
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_jit_of_grad_sees_a_rebinding_in_the_inner_closure(backend):
+    # jit's cache key fingerprints ft.grad's wrapper; the rebound name is in f's closure
+    w = np.ones(3)
+
+    def f(x):
+        return fnp.sum(x * w)
+
+    t = ft.jit(ft.grad(f), backend=backend)
+    np.testing.assert_array_equal(t(np.ones(3)), [1.0, 1.0, 1.0])
+    w = np.full(3, 2.0)
+    np.testing.assert_array_equal(t(np.ones(3)), [2.0, 2.0, 2.0])
+
+
 _GLOBAL_SCALE = 2.0
 
 

@@ -198,3 +198,29 @@ def test_scatter_set_with_repeated_indices_keeps_the_last_update_like_numpy():
     for _ in range(3):
         got = ft.jit(f, backend="cuda", eager=True)(cp.asarray(xh), cp.asarray(vh))
         np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+def test_fnp_takes_keywords_cupy_lacks_and_numpy_operands():
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    X, M = cp.asarray(x), cp.asarray(x > 0)
+    _close(fnp.sum(X, where=M, initial=1.0), np.sum(x, where=x > 0, initial=1.0), 1e-12)
+    _close(fnp.max(X, axis=1, initial=5.0), np.max(x, axis=1, initial=5.0), 1e-12)
+    _close(fnp.var(X, correction=1, axis=0), np.var(x, correction=1, axis=0), 1e-12)
+    _close(fnp.add(X, x), 2 * x, 1e-12)
+
+
+def test_unjitted_transforms_and_closures_over_cupy_arrays():
+    w0 = np.linspace(-1, 1, 15).reshape(5, 3)
+    x0 = np.linspace(0.1, 1, 5)
+    w = cp.asarray(w0)
+
+    def loss(x):
+        return fnp.sum(fnp.tanh(x @ w) ** 2)
+
+    def host_loss(x):
+        return fnp.sum(fnp.tanh(x @ w0) ** 2)
+
+    want = ft.grad(host_loss)(x0)
+    _close(ft.grad(loss)(cp.asarray(x0)), want, 1e-12)
+    _close(ft.hessian(loss)(cp.asarray(x0)), ft.hessian(host_loss)(x0), 1e-10)
+    _close(ft.jit(ft.grad(loss), backend="cuda")(cp.asarray(x0)), want, 1e-12)

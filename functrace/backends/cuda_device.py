@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 
 from ..errors import BackendError
+from .numpy_ref import run_impl_on_device
 
 __all__ = ["INSTALL_HINT", "simulator_enabled", "unavailable_reason", "check_available",
            "HostArrays", "CupyArrays", "default_arrays", "SimMath"]
@@ -213,7 +214,6 @@ class CupyArrays:
         self.cp = cupy
         self.xp = cupy
         self.cuda = _cuda()
-        self._host_ops: set[str] = set()
 
     def is_device(self, x) -> bool:
         return isinstance(x, self.cp.ndarray)
@@ -263,18 +263,8 @@ class CupyArrays:
             caller.wait_event(stream[0].record())
 
     def run_impl(self, op, args, params):
-        try:
-            res = op.impl(*args, **params)
-        except Exception as exc:   # cupy could not run it: the host can
-            if op.name not in self._host_ops:
-                self._host_ops.add(op.name)
-                log.warning("functrace: %s runs on the host (cupy cannot run its numpy impl: "
-                            "%s)", op.name, str(exc)[:200])
-            host = [self.to_host(a) for a in args]
-            res = op.impl(*host, **params)
-        if op.multiple_results:
-            return tuple(self.own(r) for r in res)
-        return self.own(res)
+        return run_impl_on_device(op.name, op.impl, args, params, op.multiple_results,
+                                  self.cp)
 
     def sm_count(self) -> int:
         dev = self.cp.cuda.Device()

@@ -4,17 +4,26 @@ This is the living definition of every op; every other backend is tested against
 is compiled once into a flat plan (slot numbers instead of dict lookups, literals resolved,
 and for every step the values whose last use it is), so replaying a small graph costs little
 more than calling the same numpy functions directly, and memory is freed as soon as a value is
-dead. Imports core only.
+dead.
+
+Given GPU (cupy) arrays, the same plan runs with cupy as its array module: literals and host
+arguments are copied to the device once, every impl runs on device arrays (impls are written
+to be array-module generic, see ``ops._base.as_array``), and results stay on the device. An
+impl cupy cannot run is run on the host (logged once per op). Imports core and ops._base.
 """
 
 from __future__ import annotations
 
+import logging
 import weakref
 
 import numpy as np
 
-from ..core import Graph, Lit, Var
+from ..core import Graph, Lit, Var, on_device, to_host
+from ..ops._base import namespace_of
 from .malloc_tuning import tune_once
+
+log = logging.getLogger("functrace")
 
 __all__ = ["Plan", "plan", "run"]
 
@@ -22,8 +31,8 @@ __all__ = ["Plan", "plan", "run"]
 class Plan:
     """A graph lowered to a list of steps over a flat slot array."""
 
-    __slots__ = ("graph", "steps", "n_slots", "n_in", "consts", "const_base", "out_slots",
-                 "__weakref__")
+    __slots__ = ("graph", "steps", "names", "n_slots", "n_in", "consts", "const_base",
+                 "out_slots", "device_consts", "__weakref__")
 
     def __init__(self, graph: Graph):
         tune_once()
@@ -64,6 +73,8 @@ class Plan:
                           tuple(slots[o] for o in e.outputs), e.op.multiple_results,
                           tuple(frees_at[i])))
         self.steps = steps
+        self.names = [e.op.name for e in graph.eqns]
+        self.device_consts: dict = {}
         self.out_slots = tuple(ref(a) for a in graph.outputs)
         self.consts = consts
         self.const_base = n_vars
@@ -84,6 +95,65 @@ class Plan:
                 env[f] = None
         return [env[i] for i in self.out_slots]
 
+    def run_on_device(self, xp, args) -> list:
+        """Run with array module ``xp`` (cupy): host arguments and literals are copied to the
+        current device (literals once per device), outputs are device arrays."""
+        dev = _device_id(next(a for a in args if on_device(a)))
+        consts = self.device_consts.get((id(xp), dev))
+        if consts is None:
+            consts = self.device_consts[(id(xp), dev)] = [xp.asarray(c) for c in self.consts]
+        env = [a if on_device(a) else xp.asarray(a) for a in args]
+        env.extend([None] * (self.n_slots - self.n_in))
+        env.extend(consts)
+        for name, (impl, ins, params, outs, multi, frees) in zip(self.names, self.steps):
+            res = run_impl_on_device(name, impl, [env[i] for i in ins], params, multi, xp)
+            if multi:
+                for o, r in zip(outs, res):
+                    env[o] = r
+            else:
+                env[outs[0]] = res
+            for f in frees:
+                env[f] = None
+        return [env[i] for i in self.out_slots]
+
+
+def _device_id(x):
+    return getattr(getattr(x, "device", None), "id", None)
+
+
+_host_ops: set[str] = set()
+
+
+def run_impl_on_device(name: str, impl, args, params, multi: bool, xp):
+    """``impl(*args, **params)`` on device arrays; results on the device. An impl the array
+    module cannot run (a keyword or function cupy lacks) runs on host copies instead, logged
+    once per op: correct, but a synchronisation point and two copies."""
+    try:
+        res = impl(*args, **params)
+    except Exception as exc:
+        if name not in _host_ops:
+            _host_ops.add(name)
+            log.warning("functrace: %s runs on the host (%s cannot run its impl: %s)", name,
+                        getattr(xp, "__name__", xp), str(exc)[:200])
+        res = impl(*[to_host(a) if on_device(a) else a for a in args], **params)
+    if multi:
+        return tuple(r if on_device(r) else xp.asarray(r) for r in res)
+    return res if on_device(res) else xp.asarray(res)
+
+
+def device_module(args):
+    """The array module of the device arrays among ``args`` (cupy), or None if all are host
+    values."""
+    for a in args:
+        if on_device(a):
+            xp = namespace_of(a)
+            if xp is np:
+                raise TypeError(
+                    f"functrace computes on GPU arrays with cupy; got a {type(a).__name__}. "
+                    "Convert it with cupy.asarray(x) (no copy) or ft.device_put(x).")
+            return xp
+    return None
+
 
 _plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -97,7 +167,8 @@ def plan(graph: Graph) -> Plan:
 
 
 def run(graph: Graph, args) -> list:
-    """Evaluate ``graph`` on numpy arrays; returns the list of outputs as arrays.
+    """Evaluate ``graph`` on numpy arrays (or on cupy arrays, with cupy: see the module
+    docstring); returns the list of outputs as arrays.
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -105,8 +176,11 @@ def run(graph: Graph, args) -> list:
         >>> run(g, [np.zeros(2)])
         [array([0., 0.])]
     """
-    outs = plan(graph)(*args)
-    return [_own(o) for o in outs]
+    p = plan(graph)
+    xp = device_module(args)
+    if xp is not None:
+        return p.run_on_device(xp, args)
+    return [_own(o) for o in p(*args)]
 
 
 def _own(x):

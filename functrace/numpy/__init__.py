@@ -24,7 +24,7 @@ from ._products import *  # noqa: F403
 from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
 from ._ufuncs import *  # noqa: F403
-from . import linalg  # noqa: F401  (fnp.linalg; imported last: it uses the rest)
+from . import linalg
 
 # dtypes and constants, exactly numpy's objects
 (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_,
@@ -181,4 +181,23 @@ def _not_supported(what):
 
 
 _install_tracer_methods()
+
+
+def _dispatch_device_arrays():
+    """Every public function of this namespace and of ``fnp.linalg`` takes GPU arrays outside
+    transforms with numpy's semantics (``_device.py``)."""
+    import inspect
+
+    from ._device import device_dispatch
+    wrapped: dict = {}        # one wrapper per function: aliases (around = round) stay aliases
+    for ns in (globals(), vars(linalg)):
+        for name, fn in list(ns.items()):
+            if (inspect.isfunction(fn) and not name.startswith("_") and name != "at"
+                    and fn.__module__.startswith(__name__)):
+                if fn not in wrapped:
+                    wrapped[fn] = device_dispatch(fn)
+                ns[name] = wrapped[fn]
+
+
+_dispatch_device_arrays()
 del annotations   # the __future__ feature object: not part of the numpy namespace

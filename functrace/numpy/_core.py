@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from .. import ops
-from ..core import AVal
+from ..core import AVal, on_device, to_host
 from ..tracing import Tracer
 
 __all__ = ["asarray_any", "aval", "dtype_key", "resolve_ufunc",
@@ -30,13 +30,18 @@ def aval(x) -> AVal:
         return x.aval
     if isinstance(x, np.ndarray):
         return AVal(x.shape, x.dtype)
+    if on_device(x):
+        return AVal.of(x)
     return AVal.of(np.asarray(x))
 
 
 def asarray_any(x):
-    """Tracers pass through; everything else becomes a numpy array (rejecting object data)."""
+    """Tracers pass through; everything else becomes a numpy array (rejecting object data).
+    A GPU array met while tracing is a constant of the graph: its host copy."""
     if isinstance(x, Tracer):
         return x
+    if on_device(x):
+        x = to_host(x)
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biufc":
             raise TypeError(f"functrace cannot trace arrays of dtype {x.dtype}")
@@ -73,8 +78,8 @@ def dtype_key(x):
         return np.dtype(bool)
     if isinstance(x, _PY_SCALARS):
         return type(x)
-    if isinstance(x, Tracer):
-        return x.dtype
+    if isinstance(x, Tracer) or on_device(x):
+        return np.dtype(x.dtype)
     return np.asarray(x).dtype
 
 

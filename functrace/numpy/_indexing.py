@@ -13,7 +13,8 @@ import operator
 
 import numpy as np
 
-from .. import ops
+from .. import ops, tree_util
+from ..core import on_device
 from ..errors import ConcretizationError
 from ..tracing import Tracer, _current
 from ._core import asarray_any, cast, normalize_axis
@@ -183,22 +184,39 @@ class _AtRef:
                                                mode=mode)
         return ops.scatter(x, v, arrays, spec, mode)
 
+    def _eager_device(self, args) -> bool:
+        return _current.get() is None and any(on_device(a) for a in tree_util.tree_leaves(
+            (self.x, self.idx, args)))
+
     def set(self, values):
         """Functional ``x[idx] = values``: returns a new array."""
-        return self._scatter(values, "set")
+        return self._update(values, "set")
 
     def add(self, values):
         """Functional ``x[idx] += values`` (repeated indices accumulate)."""
-        return self._scatter(values, "add")
+        return self._update(values, "add")
 
     def multiply(self, values):
         """Functional ``x[idx] *= values``."""
-        return self._scatter(values, "mul")
+        return self._update(values, "mul")
+
+    def _update(self, values, mode):
+        if self._eager_device((values,)):   # GPU arrays: numpy's semantics, with cupy
+            from ._device import call_on_device
+            return call_on_device(_at_update, (self.x, self.idx, values, mode), {})
+        return self._scatter(values, mode)
 
     def get(self):
         """``x[idx]``."""
+        if self._eager_device(()):
+            from ._device import call_on_device
+            return call_on_device(getitem, (self.x, self.idx), {})
         return getitem(self.x, self.idx) if _current.get() is not None else \
             np.asarray(self.x)[self.idx]
+
+
+def _at_update(x, idx, values, mode):
+    return _AtRef(x, idx)._scatter(values, mode)
 
 
 class AtIndexer:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..core import AVal, Lit, Op
+from ..core import AVal, Lit, Op, on_device
 from ..errors import ShapeError
 from ..tracing import Tracer
 
@@ -40,11 +40,6 @@ def shape_of(x) -> tuple[int, ...]:
 
 def dtype_of(x) -> np.dtype:
     return aval_of(x).dtype
-
-
-def on_device(x) -> bool:
-    """A GPU array (cupy, ...): anything with ``__cuda_array_interface__``."""
-    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
 
 
 def as_array(x, dtype=None):

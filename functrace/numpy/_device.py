@@ -1,0 +1,110 @@
+"""``functrace.numpy`` on GPU arrays outside transforms: numpy's semantics, computed with cupy.
+
+On numpy inputs an ``fnp`` function outside a transform *is* numpy's function. On cupy inputs
+numpy would hand the call to cupy (``__array_function__``), and cupy's functions are a subset
+of numpy's: no ``where=`` on reductions, no ``initial=`` on ``max``, no ``correction=`` on
+``var``, no numpy arrays mixed with device arrays. So instead the call is traced (the same
+traced path a transform records) and the small graph is run by the reference interpreter with
+cupy as its array module (``backends.numpy_ref``): every op impl is array-module generic and
+the GPU test table checks it against numpy. Results are cupy arrays; numpy arguments and
+literals are copied to the device.
+
+The traced graph is cached per function and call signature (the shapes and dtypes of array
+arguments, the values of the other arguments), so a repeated call costs a dictionary lookup
+and the interpreter's loop over a few ops. A call that cannot be traced (an ``out=`` argument,
+a function that returns Python values) goes to cupy through numpy's dispatch, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import numpy as np
+
+from .. import tree_util
+from ..backends import numpy_ref
+from ..core import on_device
+from ..tracing import Tracer, _current, trace_to_graph
+
+__all__ = ["device_dispatch"]
+
+_graphs: dict = {}
+_MAX_GRAPHS = 2048
+
+
+class _NotArrays(Exception):
+    """The function returned something other than arrays: not a graph."""
+
+
+def _has_device(args, kwargs) -> bool:
+    """Whether a device array is among the arguments (nested lists and tuples included:
+    ``fnp.array([[x[0], x[1]]])``)."""
+    for x in args:
+        if on_device(x) or (type(x) in (list, tuple) and _has_device(x, {})):
+            return True
+    return any(on_device(v) or (type(v) in (list, tuple) and _has_device(v, {}))
+               for v in kwargs.values())
+
+
+def device_dispatch(fn):
+    """Wrap the ``fnp`` function ``fn`` so that, outside transforms, device-array arguments
+    run it through its traced path and the reference interpreter with cupy."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _current.get() is None and "cupy" in sys.modules and _has_device(args, kwargs):
+            return call_on_device(fn, args, kwargs)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _static_key(x):
+    return (type(x), x)
+
+
+def call_on_device(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` with numpy's semantics on device arrays (see the module
+    docstring)."""
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    idx = [i for i, x in enumerate(leaves) if on_device(x) or type(x) is np.ndarray]
+    arrays = [leaves[i] for i in idx]
+    pos = set(idx)
+    try:
+        key = (fn, in_tree,
+               tuple(_static_key(x) for i, x in enumerate(leaves) if i not in pos),
+               tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays))
+        hash(key)
+    except TypeError:     # an unhashable static argument: no caching
+        key = None
+    hit = _graphs.get(key) if key is not None else None
+    if hit is None:
+        box: list = []
+
+        def flat(*tracers):
+            ls = list(leaves)
+            for i, t in zip(idx, tracers):
+                ls[i] = t
+            a, k = tree_util.tree_unflatten(in_tree, ls)
+            out_leaves, out_tree = tree_util.tree_flatten(fn(*a, **k))
+            if not all(isinstance(o, Tracer | np.ndarray | np.generic) for o in out_leaves):
+                raise _NotArrays       # Python values (fnp.shape, fnp.ndim): not a graph
+            box.append(out_tree)
+            return out_leaves
+
+        try:
+            tr = trace_to_graph(flat, arrays)
+        except Exception as exc:       # not traceable: cupy's own function, through numpy
+            try:
+                return fn(*args, **kwargs)
+            except Exception:
+                if isinstance(exc, _NotArrays):
+                    raise
+                raise exc from None
+        hit = (tr.graph, box[0])
+        if key is not None and not tr.concretized:
+            if len(_graphs) >= _MAX_GRAPHS:
+                _graphs.clear()
+            _graphs[key] = hit
+    graph, out_tree = hit
+    outs = numpy_ref.run(graph, arrays)
+    return tree_util.tree_unflatten(out_tree, outs)
