@@ -16,7 +16,9 @@ sys.path, nothing is installed). Without a usable GPU it prints why and exits wi
    serial; the chunks compile in parallel). Tolerances as tests/test_jit.py: rtol 1e-12
    (float64), 1e-5 (float32 math), atol scaled by the largest reference value. Then (45 s at
    most, informational) each row's function called eagerly on cupy arrays: ``fnp`` outside
-   transforms must compute with cupy and return cupy arrays.
+   transforms must compute on the GPU with numpy's semantics and return cupy arrays (18 rows
+   mix numpy arrays in through Python operators or cupy methods, which cupy itself refuses;
+   tests/test_device_arrays.py lists them).
 2. **libdevice accuracy**: max ulp error of the fused float32/float64 exp, log, sin, tanh,
    log1p, expm1 kernels against numpy in float64 (the CPU's vector-math library cannot run
    here: it is built on numba CPU intrinsics; libdevice is what the GPU kernels call).
@@ -226,7 +228,7 @@ def run_table(budget: float, workers: int, chunk: int) -> bool:
 
 
 def check_eager(cp, budget: float) -> None:
-    """fnp on cupy arrays outside transforms (numpy dispatching to cupy), row by row."""
+    """fnp on cupy arrays outside transforms (traced, run with cupy), row by row."""
     from functrace import tree_util
     print(f"\n== fnp on cupy arrays outside transforms (OpCase rows, first dtype; "
           f"budget {budget:.0f} s)")
