@@ -184,11 +184,33 @@ def test_elementwise_source_is_a_grid_stride_loop_with_hoisted_invariants():
                  AVal((7, 9), "float32"), AVal((), "float32"))
     src = numba_cuda.lower(g).source
     assert "@cuda.jit(cache=True)" in src
-    assert "for w in range(cuda.grid(1), total, cuda.gridsize(1)):" in src
+    assert "w0 = cuda.grid(1)" in src and "for w in range(w0, total, gs):" in src
     body = src.split("def kernel")[-1]       # the (7, 9) loop, merged into one axis of 63
     # the scalar cos(s) is read once per thread, before the loop; constants are float32
     assert body.index("= a1[0]") < body.index("for w in")
     assert "np.float32(math.exp(" in body and "i1" not in body
+
+
+# grid strides (threads x blocks) of 4, 16, 64 and 128 over a (3, 5, 7) loop of 105: strides
+# below, between and above the extents, so the per-axis carries of the stepped indices all
+# happen (128: one iteration per thread, some threads none)
+@pytest.mark.parametrize("threads,blocks", [(4, 1), (16, 1), (16, 4), (64, 2)])
+def test_multi_axis_loops_step_their_indices_without_dividing(threads, blocks):
+    rng = np.random.default_rng(11)
+    x, yt = rng.standard_normal((3, 5, 7)), rng.standard_normal((7, 5, 3))
+
+    def f(x, yt):       # the transposed operand keeps the three loop axes apart
+        return [ops.mul(ops.sin(x), ops.transpose(yt, (2, 1, 0))), ops.exp(x)]
+
+    g = graph_of(f, AVal(x.shape, x.dtype), AVal(yt.shape, yt.dtype))
+    cfg = LaunchConfig(threads=threads, sm_count=1, blocks_per_sm=blocks)
+    ex, got, want = run_both(g, [x, yt], config=cfg)
+    ks = next(iter(ex.lower().kernels.values()))
+    assert ks.spec.ndim == 3 and ks.launch.grid * ks.launch.block == threads * blocks
+    loop = ks.source.split("for w in")[1]
+    assert "//" not in loop and "%" not in loop      # decomposed once, before the loop
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-14)
 
 
 # --------------------------------------------------------------------------------------------

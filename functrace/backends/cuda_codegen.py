@@ -51,7 +51,7 @@ from .codegen import (
 __all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
            "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
 
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 
 # --------------------------------------------------------------------------------------------
 # the expression table
@@ -330,6 +330,38 @@ def _decompose(w: _W, ind: int, var: str, axes: list[int]):
     w(ind, f"i{axes[0]} = q")
 
 
+def _stepper(w: _W, ind: int, start: str, stride: str, axes: list[int]):
+    """Loop indices ``i<d>`` of ``axes`` for a loop whose flat counter starts at ``start`` and
+    advances by ``stride``: decomposed once (``q // n``, ``q % n``), then advanced with one
+    add, compare and conditional subtract per axis (``_advance``). A GPU divides 64-bit
+    integers in a subroutine of tens of instructions; doing that per element made the index
+    arithmetic the bulk of a 2-D elementwise kernel (benchmarks/cuda_sass.py). Returns the
+    advance statements, to be emitted at the end of the loop body."""
+    if len(axes) <= 1:
+        return None
+    _decompose(w, ind, start, axes)
+    w(ind, f"q = {stride}")
+    for d in reversed(axes[1:]):
+        w(ind, f"st{d} = q % n{d}")
+        w(ind, f"q = q // n{d}")
+    w(ind, f"st{axes[0]} = q")
+    return axes
+
+
+def _advance(w: _W, ind: int, axes):
+    """Advance the loop indices of ``_stepper`` by its stride: each axis adds its part of the
+    stride and a carry; ``i + st + carry < 2 n`` so one conditional subtraction is enough.
+    (After the last iteration the outermost index may run past its extent: never read.)"""
+    if axes is None:
+        return
+    for d, outer in zip(reversed(axes[1:]), reversed(axes[:-1])):
+        w(ind, f"i{d} += st{d}")
+        w(ind, f"if i{d} >= n{d}:")
+        w(ind + 1, f"i{d} -= n{d}")
+        w(ind + 1, f"i{outer} += 1")
+    w(ind, f"i{axes[0]} += st{axes[0]}")
+
+
 def _prod(axes) -> str:
     return " * ".join(f"n{d}" for d in axes) if axes else "1"
 
@@ -357,12 +389,17 @@ def render_elementwise(spec: KernelSpec, fn_name: str = "kernel", decorator: str
     done: set = set()
     _emit_split(w, spec, deps, [frozenset()], [1], done)
     w(1, f"total = {_prod(range(nd))}")
-    w(1, "for w in range(cuda.grid(1), total, cuda.gridsize(1)):")
-    _decompose(w, 2, "w", list(range(nd)))
+    w(1, "w0 = cuda.grid(1)")
+    w(1, "gs = cuda.gridsize(1)")
+    steps = _stepper(w, 1, "w0", "gs", list(range(nd)))
+    w(1, "for w in range(w0, total, gs):")
+    if steps is None:
+        _decompose(w, 2, "w", list(range(nd)))
     _emit_split(w, spec, deps, [frozenset(range(nd))], [2], done)
     full = _idx(range(nd))
     for k, (name, _dt) in enumerate(spec.outputs):
         w(2, f"o{k}[{full}] = {name}")
+    _advance(w, 2, steps)
     return w.text()
 
 
@@ -514,15 +551,18 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     full = _idx(range(nd))
 
     def body_loop(acc_update: str, write_outputs: bool):
-        rng = "range(j0 + tid, j1, nthr)" if blk else "range(j0, j1)"
-        w(2, f"for j in {rng}:")
-        _decompose(w, 3, "j", rax)
+        start = "j0 + tid" if blk else "j0"
+        steps = _stepper(w, 2, start, "nthr" if blk else "1", rax)
+        w(2, f"for j in range({start}, j1{', nthr' if blk else ''}):")
+        if steps is None:
+            _decompose(w, 3, "j", rax)
         sub = set(done)
         _emit_split(w, spec, deps, [frozenset(range(nd))], [3], sub)
         if write_outputs:
             for k, (name, _dt) in enumerate(spec.outputs):
                 w(3, f"o{k}[{full}] = {name}")
         w(3, f"acc = {acc_update}")
+        _advance(w, 3, steps)
 
     if lse:
         # pass 1: the maximum; pass 2: the sum of exp(v - shift); outputs written in pass 2
