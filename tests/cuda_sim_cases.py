@@ -282,6 +282,25 @@ def test_fused_reductions_match_reference(kind, cfg):
         assert_same(a, b, 1e-12)
 
 
+@pytest.mark.parametrize("kind", ["sum", "max", "logsumexp"])
+@pytest.mark.parametrize("nseg", [1, 2])
+def test_thread_template_unrolled_loop_and_its_remainder(kind, nseg):
+    # rows of 11: two unrolled steps of 4 and a remainder of 3 (one segment), or 6 + 5 (two)
+    x = np.random.default_rng(8).uniform(-2, 2, (6, 11))
+    x[2, 9] = np.nan if kind == "max" else x[2, 9]
+
+    def f(x):
+        y = ops.mul(ops.sin(x), np.asarray(1.5))
+        return [_red(kind, y, (1,)), ops.exp(y)]
+
+    cfg = LaunchConfig(threads=16, sm_count=1, blocks_per_sm=2, strategy="thread", nseg=nseg)
+    ex, got, want = run_both(graph_of(f, AVal(x.shape, x.dtype)), [x], config=cfg)
+    (ks,) = [k for k in ex.lower().kernels.values() if k.spec.reduction is not None]
+    assert f"while jj + {cuda_codegen.UNROLL} <= j1:" in ks.source
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-12)
+
+
 @pytest.mark.parametrize("cfg", ["block1", "block3", "thread4"])
 def test_logsumexp_special_rows(cfg):
     x = np.random.default_rng(5).uniform(-3, 3, (6, 30)).astype(np.float32)

@@ -51,7 +51,7 @@ from .codegen import (
 __all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
            "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
 
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 # --------------------------------------------------------------------------------------------
 # the expression table
@@ -551,6 +551,9 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     full = _idx(range(nd))
 
     def body_loop(acc_update: str, write_outputs: bool):
+        if not blk and len(rax) == 1:
+            _unrolled_loop(w, spec, deps, done, rax[0], full, acc_update, write_outputs)
+            return
         start = "j0 + tid" if blk else "j0"
         steps = _stepper(w, 2, start, "nthr" if blk else "1", rax)
         w(2, f"for j in range({start}, j1{', nthr' if blk else ''}):")
@@ -601,6 +604,50 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     w(b, "else:")
     w(b + 1, "p0[k, s] = acc")
     return w.text()
+
+
+#: iterations of the thread template's reduction loop whose reads are issued together
+UNROLL = 4
+
+
+def _unrolled_loop(w: _W, spec: KernelSpec, deps, done: set, r: int, full: str,
+                   acc_update: str, write_outputs: bool):
+    """The thread template's serial loop over one reduced axis, ``UNROLL`` iterations at a
+    time: first every operand read of the ``UNROLL`` iterations, then their bodies, stores and
+    accumulator updates (in iteration order: the same sum, bit for bit). Numba cannot tell
+    that a kernel's output does not alias its inputs, so in a plain loop the next iteration's
+    reads wait behind this iteration's stores: one memory latency per element and thread.
+    Issued together, ``UNROLL`` reads are in flight at once. The remainder runs the plain
+    loop."""
+    stmts = [(name, st) for name, st in _lines(spec)
+             if name not in done and deps[name] <= frozenset(range(spec.ndim))]
+    names = sorted({name for name, _ in stmts} | {f"i{r}"})
+    pat = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+
+    def ren(text: str, u: int) -> str:
+        return pat.sub(lambda m: f"{m.group(1)}_{u}", text)
+
+    stores = [f"o{k}[{full}] = {name}" for k, (name, _dt) in enumerate(spec.outputs)] \
+        if write_outputs else []
+    w(2, "jj = j0")
+    w(2, f"while jj + {UNROLL} <= j1:")
+    for u in range(UNROLL):
+        w(3, f"i{r}_{u} = jj + {u}")
+    for group in ([st for n, st in stmts if n.startswith("x")],
+                  [st for n, st in stmts if not n.startswith("x")], stores):
+        for u in range(UNROLL):
+            for st in group:
+                w(3, ren(st, u))
+    for u in range(UNROLL):
+        w(3, f"acc = {ren(acc_update, u)}")
+    w(3, f"jj += {UNROLL}")
+    w(2, "for j in range(jj, j1):")
+    w(3, f"i{r} = j")
+    for _name, st in stmts:
+        w(3, st)
+    for st in stores:
+        w(3, st)
+    w(3, f"acc = {acc_update}")
 
 
 def _store_guard(w: _W, blk: bool) -> int:
