@@ -5,8 +5,8 @@ kernel to PTX with numba (libNVVM) and to an sm_90 (H100/H200) cubin with ``ptxa
 prints per kernel: the SASS instruction count of the whole kernel and of its innermost loop
 loop (the outermost backward branch: an elementwise kernel's grid-stride loop), registers per
 thread, and the 64-bit integer divisions/remainders left in the PTX (each a subroutine of
-tens of instructions on the GPU). A proxy for compute cost, not a timing: speed is measured by benchmarks/gpu_check.py
-on a GPU.
+tens of instructions on the GPU). A proxy for compute cost, not a timing: speed is
+measured by benchmarks/gpu_check.py on a GPU.
 
 Needs the CUDA toolkit's ``ptxas`` and ``cuobjdump`` on PATH (``pip download
 nvidia-cuda-cuobjdump`` has the latter) and numba with CUDA support.
