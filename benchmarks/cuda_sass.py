@@ -75,6 +75,20 @@ def kernel_signature(ks):
     return tuple(args)
 
 
+def op_kernel_signature(e, ok):
+    """numba argument types of a gather / scatter-add kernel."""
+    from numba import typeof, types
+
+    def arr(av):
+        return typeof(np.zeros((1,) * max(len(av.shape), 1), av.dtype))
+    ins = [a.aval for a in e.inputs]
+    if ok.kind == "gather":
+        arrays = [arr(ins[0]), *[arr(a) for a in ins[1:]], arr(e.outputs[0].aval)]
+    else:
+        arrays = [arr(ins[0]), *[arr(a) for a in ins[2:]], arr(ins[1])]
+    return (types.int64,) * len(ok.n) + tuple(arrays)
+
+
 _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 _BRA = re.compile(r"\bBRA\b.*?0x([0-9a-f]+)")
 
@@ -121,14 +135,20 @@ def main() -> int:
     for name, (fn, args) in workloads().items():
         lo = ft.jit(fn, backend="cuda").lower(*args)
         prog = lo._entry.run.lower()
-        for gid, ks in prog.kernels.items():
-            mod = numba_cuda.load_module(ks.key, ks.source)
+        items = [(f"g{gid} {ks.launch.strategy} [" + " ".join(
+            prog.graph.eqns[i].op.name for i in ks.group.eqns) + "]", ks.key, ks.source,
+            kernel_signature(ks)) for gid, ks in prog.kernels.items()]
+        items += [(f"e{i} {ok.kind}", ok.key, ok.source,
+                   op_kernel_signature(prog.graph.eqns[i], ok))
+                  for i, ok in prog.op_kernels.items()]
+        for what, key, source, sig in items:
+            mod = numba_cuda.load_module(key, source)
             try:
-                ptx, _ = cuda.compile_ptx(mod.kernel.py_func, kernel_signature(ks), cc=(9, 0))
+                ptx, _ = cuda.compile_ptx(mod.kernel.py_func, sig, cc=(9, 0))
             except Exception as exc:
-                print(f"{name} g{gid}: {type(exc).__name__}: {str(exc)[:300]}")
+                print(f"{name} {what}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
-            p = os.path.join(tmp, f"{ks.key}.ptx")
+            p = os.path.join(tmp, f"{key}.ptx")
             with open(p, "w") as f:
                 f.write(ptx)
             cub = p.replace(".ptx", ".cubin")
@@ -138,12 +158,11 @@ def main() -> int:
             sass = subprocess.run([cuobjdump, "-sass", cub], capture_output=True, text=True,
                                   check=True).stdout
             st = sass_stats(sass, ptx)
-            ops = " ".join(prog.graph.eqns[i].op.name for i in ks.group.eqns)
-            label = f"{name} g{gid} {ks.launch.strategy} [{ops}]"
+            label = f"{name} {what}"
             print(f"{label[:58]:58s} {st['total']:6d} {st['loop']:5d} "
                   f"{regs.group(1) if regs else '?':>5s}  {st['div64']}")
             if opts.show and opts.show in label:
-                print(ks.source)
+                print(source)
                 print(sass)
     return 0
 

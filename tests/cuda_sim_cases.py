@@ -532,3 +532,57 @@ def _grad_item(c, dt):
 @pytest.mark.skipif(not CASES, reason="no OpCase table")
 def test_op_table_grads_under_cuda():
     _run_table([_grad_item(c, dt) for c, dt in _rows(grad=True)])
+
+
+# --------------------------------------------------------------------------------------------
+# gather and scatter-add: one generated kernel each
+# --------------------------------------------------------------------------------------------
+
+_INDEXING = {
+    # advanced indices adjacent, broadcast against each other (take_along_axis's pattern)
+    "pairs": lambda x, i, j: x[i[:, None], j[None, :]],
+    # separated by a slice: the advanced dimensions go first (numpy's rule)
+    "separated": lambda x, i, j: x[i[:, None], 1:4, j[None, :2]],
+    # a new axis, a stepped slice and a repeated index
+    "none_step": lambda x, i, j: x[::2, None, i],
+}
+
+
+@pytest.mark.parametrize("name", list(_INDEXING))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_gather_and_its_gradient_run_as_one_kernel_each(name, dtype):
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-2, 2, (5, 6, 7)).astype(dtype)
+    i = np.array([4, 0, 2, 2])                  # 2 repeats: its gradient accumulates
+    j = np.array([1, 5, 3, 0])
+    fn = _INDEXING[name]
+
+    def f(x, i, j):
+        y = fn(x, i, j)
+        if dtype == "int32":
+            return [y]
+        return [y, ft.grad(lambda x: fnp.sum(fn(x, i, j) * fnp.cos(fn(x, i, j))))(x)]
+
+    g = graph_of(f, *(AVal(a.shape, a.dtype) for a in (x, i, j)))
+    ex, got, want = run_both(g, [x, i, j])
+    prog = ex.lower()
+    kinds = sorted(ok.kind for ok in prog.op_kernels.values())
+    assert "gather" in kinds and (dtype == "int32" or "scatter_add" in kinds), kinds
+    assert not ex.compile_failures
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-6 if dtype == "float32" else 1e-13)
+
+
+def test_scatter_modes_without_a_kernel_run_their_impl():
+    x = np.arange(12.0).reshape(3, 4)
+    i = np.array([0, 2, 0])
+
+    def f(x, i):
+        return [fnp.at(x)[i].set(1.0), fnp.at(x)[i].multiply(2.0), fnp.at(x)[i].add(1.0),
+                fnp.at(x > 3)[i].set(False)]
+
+    g = graph_of(f, AVal(x.shape, x.dtype), AVal(i.shape, i.dtype))
+    ex, got, want = run_both(g, [x, i])
+    assert [ok.kind for ok in ex.lower().op_kernels.values()] == ["scatter_add"]
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 0)

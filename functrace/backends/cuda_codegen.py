@@ -698,3 +698,135 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
     w(2, "if tid == 0:")
     w(3, f"r[k] = {_cast(out_dt, final)}")
     return w.text()
+
+
+# --------------------------------------------------------------------------------------------
+# indexing ops: gather and scatter-add as one kernel each
+# --------------------------------------------------------------------------------------------
+
+#: dtypes numba's ``cuda.atomic.add`` takes
+_ATOMIC_ADD = frozenset(np.dtype(d) for d in ("float32", "float64", "int32", "int64",
+                                               "uint32", "uint64"))
+
+
+def index_plan(x_shape, spec, idx_shapes):
+    """``x[spec]`` (numpy's rules, as ``ops.indexing.index_shape``) as kernel expressions: for
+    every axis of ``x``, its index in terms of the output loop indices ``i<d>`` and the
+    index-array reads ``v<k>``; returns (x index expressions, index-array read statements,
+    output rank). Raises ``Unsupported`` for 0-d index arrays (integers mixed with arrays)."""
+    consumed = sum(1 for e in spec if e[0] != "none")
+    spec = tuple(spec) + tuple(("slice", 0, n, 1) for n in x_shape[consumed:])
+    adv = tuple(np.broadcast_shapes(*idx_shapes)) if idx_shapes else ()
+    na = len(adv)
+    adv_pos = [i for i, e in enumerate(spec) if e[0] == "arr"]
+    adjacent = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1))
+    adv_start = 0 if adv_pos and not adjacent else None
+    out_d = na if adv_start == 0 else 0
+    exprs, reads = [], []
+    axis = 0
+    for e in spec:
+        kind = e[0]
+        if kind == "none":
+            out_d += 1
+            continue
+        if kind == "slice":
+            start, step = e[1], e[3]
+            term = f"i{out_d}" if step == 1 else f"{step} * i{out_d}"
+            exprs.append(term if start == 0 else f"{start} + {term}")
+            out_d += 1
+        elif kind == "int":
+            exprs.append(str(e[1]))
+        else:
+            if adv_start is None:
+                adv_start, out_d = out_d, out_d + na
+            k = e[1]
+            s = idx_shapes[k]
+            if not s:
+                raise Unsupported("0-d index array")
+            sub = ", ".join("0" if n == 1 else f"i{adv_start + na - len(s) + j}"
+                            for j, n in enumerate(s))
+            reads.append(f"v{axis} = ix{k}[{sub}]")
+            reads.append(f"if v{axis} < 0 or v{axis} >= xs{axis}:")
+            reads.append(f"    v{axis} = v{axis} % xs{axis}")
+            exprs.append(f"v{axis}")
+        axis += 1
+    return exprs, reads, out_d
+
+
+def _index_kernel(name: str, x_ndim: int, n_idx: int, plan, body: str, target: str,
+                  decorator: str) -> str:
+    exprs, reads, m = plan
+    w = _W()
+    if decorator:
+        w(0, decorator)
+    args = [f"n{d}" for d in range(m)] + [target] + [f"ix{k}" for k in range(n_idx)]
+    args.append("out" if name == "gather" else "v")
+    w(0, f"def kernel({', '.join(args)}):")
+    for a in range(x_ndim):
+        if any(f"xs{a}" in r for r in reads):
+            w(1, f"xs{a} = {target}.shape[{a}]")
+    w(1, f"total = {_prod(range(m))}")
+    w(1, "w0 = cuda.grid(1)")
+    w(1, "gs = cuda.gridsize(1)")
+    steps = _stepper(w, 1, "w0", "gs", list(range(m)))
+    w(1, "for w in range(w0, total, gs):")
+    if steps is None:
+        _decompose(w, 2, "w", list(range(m)))
+    for r in reads:
+        w(2, r)
+    xi = ", ".join(exprs)
+    oi = _idx(range(m))
+    w(2, body.format(xi=xi, oi=oi))
+    _advance(w, 2, steps)
+    return w.text()
+
+
+def render_gather(x_shape, spec, idx_shapes, decorator: str = "") -> str:
+    """``out = x[spec]`` with index arrays ``ix<k>``: ``kernel(n0.., x, ix0.., out)``, a
+    grid-stride loop over the output. Index arrays hold non-negative indices (functrace.numpy
+    wraps negative ones); an out-of-range index wraps around (as cupy's indexing does: a GPU
+    kernel cannot raise numpy's IndexError)."""
+    plan = index_plan(x_shape, spec, idx_shapes)
+    return _index_kernel("gather", len(x_shape), len(idx_shapes), plan,
+                         "out[{oi}] = x[{xi}]", "x", decorator)
+
+
+def render_scatter_add(x_shape, spec, idx_shapes, dtype, decorator: str = "") -> str:
+    """``out[spec] += v`` with repeated targets accumulating (``np.add.at``): atomic adds,
+    ``kernel(n0.., out, ix0.., v)`` over ``v``'s elements (``out`` holds a copy of ``x``).
+    Float sums of repeated targets land in the order the GPU runs them (numpy's order is
+    sequential: the last bits may differ)."""
+    if np.dtype(dtype) not in _ATOMIC_ADD:
+        raise Unsupported(f"no atomic add for {np.dtype(dtype)}")
+    plan = index_plan(x_shape, spec, idx_shapes)
+    return _index_kernel("scatter_add", len(x_shape), len(idx_shapes), plan,
+                         "cuda.atomic.add(out, ({xi},), v[{oi}])", "out", decorator)
+
+
+def op_kernel_source(e, decorator: str = "") -> tuple[str, str] | None:
+    """(kind, kernel source) for an indexing equation the GPU runs as one kernel: ``gather``
+    with an index array, ``scatter`` adding (the gradient of gather). None for others."""
+    name = e.op.name
+    if name not in ("gather", "scatter"):
+        return None
+    spec = e.params["spec"]
+    if not any(s[0] == "arr" for s in spec):
+        return None                      # basic indexing: a view, no kernel
+    x = e.inputs[0].aval
+    if name == "gather":
+        idx = [a.aval.shape for a in e.inputs[1:]]
+        if not e.outputs[0].aval.size:
+            return None
+        try:
+            return "gather", render_gather(x.shape, spec, idx, decorator)
+        except Unsupported:
+            return None
+    if e.params["mode"] != "add":
+        return None
+    idx = [a.aval.shape for a in e.inputs[2:]]
+    if not e.inputs[1].aval.size:
+        return None
+    try:
+        return "scatter_add", render_scatter_add(x.shape, spec, idx, x.dtype, decorator)
+    except Unsupported:
+        return None

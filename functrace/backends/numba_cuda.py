@@ -211,6 +211,29 @@ class KernelStep:
                 red.kind, self.acc, red.dtype, cfg.threads, "finish", _DECORATOR))
 
 
+class OpKernel:
+    """One equation (gather, scatter-add) run as one generated kernel over its index space."""
+
+    __slots__ = ("kind", "key", "source", "grid", "block", "n")
+
+    @classmethod
+    def of(cls, e, cfg: LaunchConfig, sm: int) -> OpKernel | None:
+        got = cg.op_kernel_source(e, _DECORATOR)
+        if got is None:
+            return None
+        kind, body = got
+        space = e.outputs[0].aval.shape if kind == "gather" else e.inputs[1].aval.shape
+        return cls(kind, body, space, cfg, sm)
+
+    def __init__(self, kind, body, space, cfg, sm):
+        self.kind = kind
+        self.key, self.source = module_source(body)
+        self.n = tuple(space)
+        t = cfg.threads
+        self.block = t
+        self.grid = min(max(1, -(-math.prod(space) // t)), max(1, sm * cfg.blocks_per_sm))
+
+
 # impls that always return newly allocated arrays (never a view of an input); any other op's
 # result may alias its inputs (gather of a slice, reshape, ...), so those inputs escape too
 _FRESH = frozenset({
@@ -234,13 +257,16 @@ class Program:
     Attributes:
         graph, plan: the graph and its ``FusionPlan``.
         kernels: group id -> ``KernelStep``.
+        op_kernels: equation index -> ``OpKernel`` (gather, scatter-add: one kernel each
+            instead of cupy's several).
         buffers: the ``BufferPlan`` of the device pool.
         source: every kernel module, then a listing of the steps.
     """
 
     def __init__(self, graph: Graph, cfg: LaunchConfig, sm: int, donate: tuple = (),
-                 no_fuse: frozenset = frozenset()):
+                 no_fuse: frozenset = frozenset(), no_op_kernels: frozenset = frozenset()):
         self.graph, self.cfg, self.sm = graph, cfg, sm
+        self.no_op_kernels = frozenset(no_op_kernels)
         self.donate = tuple(donate)
         no_fuse = set(no_fuse)
         self.unsupported: list[tuple[str, str]] = []
@@ -265,6 +291,12 @@ class Program:
             no_fuse.update(bad)
         self.no_fuse = frozenset(no_fuse)
         self.plan, self.kernels = plan, kernels
+        self.op_kernels: dict[int, OpKernel] = {}
+        for s in plan.steps:
+            if not isinstance(s, Group) and s.eqn not in no_op_kernels:
+                ok = OpKernel.of(graph.eqns[s.eqn], cfg, sm)
+                if ok is not None:
+                    self.op_kernels[s.eqn] = ok
         self._plan_buffers()
 
     def _plan_buffers(self):
@@ -301,10 +333,16 @@ class Program:
             if ks.finish_key and ks.finish_key not in seen:
                 seen.add(ks.finish_key)
                 parts.append(f"# ---- finish ftc_{ks.finish_key} ----\n" + ks.finish_source)
+        for i, ok in self.op_kernels.items():
+            parts.append(f"# ---- kernel ftc_{ok.key} ({ok.kind} of equation {i}, grid "
+                         f"{ok.grid} x {ok.block}) ----\n" + ok.source)
         lines = []
         for s in self.plan.steps:
             if isinstance(s, Group):
                 lines.append(f"# kernel ftc_{self.kernels[s.id].key}  (group {s.id})")
+            elif s.eqn in self.op_kernels:
+                lines.append(f"# kernel ftc_{self.op_kernels[s.eqn].key}  "
+                             f"({self.graph.eqns[s.eqn].op.name})")
             else:
                 lines.append(f"# {self.graph.eqns[s.eqn].op.name}  (cupy)")
         parts.append("# ---- steps ----\n" + "\n".join(lines) + "\n")
@@ -399,7 +437,15 @@ class Executable:
             if dbg >= 1:
                 print(f"functrace: compiling graph for CUDA\n{self.graph}", file=sys.stderr)
             for _ in range(4):
-                failed = []
+                failed, failed_ops = [], []
+                for i, ok in prog.op_kernels.items():
+                    try:
+                        self._warm_up_op(self.graph.eqns[i], ok)
+                    except Exception as exc:
+                        log.warning("functrace: CUDA kernel for %s (equation %d) failed, "
+                                    "running its impl instead: %s", ok.kind, i, str(exc)[:500])
+                        failed_ops.append(i)
+                        self.compile_failures.append(str(exc))
                 for ks in prog.kernels.values():
                     try:
                         self._warm_up(ks)
@@ -409,10 +455,11 @@ class Executable:
                                     "it as single ops: %s", ks.group.id, names, str(exc)[:500])
                         failed.extend(id(self.graph.eqns[i]) for i in ks.group.eqns)
                         self.compile_failures.append(str(exc))
-                if not failed:
+                if not failed and not failed_ops:
                     break
                 prog = self._program = Program(self.graph, prog.cfg, prog.sm, self.donate,
-                                               prog.no_fuse | frozenset(failed))
+                                               prog.no_fuse | frozenset(failed),
+                                               prog.no_op_kernels | frozenset(failed_ops))
             if dbg >= 2:
                 print(prog.source, file=sys.stderr)
             self._steps = self._build_steps(prog)
@@ -444,6 +491,22 @@ class Executable:
                 fin = load_module(ks.finish_key, ks.finish_source).finish
                 ar.launcher(fin, 1, 1, self._stream)(
                     1, 1, p, p, ar.kernel_arg(ar.zeros((1,), red.dtype)))
+
+    def _warm_up_op(self, e, ok: OpKernel) -> None:
+        """Compile an op kernel's C-contiguous specialisation: one-element arrays and an empty
+        index space (the outermost extent 0: slices may start past one element)."""
+        ar = self.arrays
+        kernel = load_module(ok.key, ok.source).kernel
+
+        def one(av):
+            return ar.kernel_arg(ar.zeros((1,) * max(len(av.shape), 1), av.dtype))
+        ins = [a.aval for a in e.inputs]
+        if ok.kind == "gather":
+            args = [one(ins[0]), *[one(a) for a in ins[1:]], one(e.outputs[0].aval)]
+        else:
+            args = [one(ins[0]), *[one(a) for a in ins[2:]], one(ins[1])]
+        with ar.stream_scope(self._stream):
+            ar.launcher(kernel, 1, 1, self._stream)(0, *([1] * (len(ok.n) - 1)), *args)
 
     # -- the compiled steps -------------------------------------------------------------------
     def _const(self, lit: Lit):
@@ -517,6 +580,13 @@ class Executable:
                 e = g.eqns[s.eqn]
                 ins = [("const", self._const(a)) if isinstance(a, Lit) else ("env", slot[a])
                        for a in e.inputs]
+                ok = prog.op_kernels.get(s.eqn)
+                if ok is not None:
+                    kernel = load_module(ok.key, ok.source).kernel
+                    launch = ar.launcher(kernel, ok.grid, ok.block, self._stream)
+                    steps.append(_index_step(ar, ok, launch, ins, slot[e.outputs[0]],
+                                             e.outputs[0].aval))
+                    continue
                 steps.append(_op_step(ar, e, ins, [slot[o] for o in e.outputs]))
         out_refs = []
         for a in g.outputs:
@@ -678,6 +748,28 @@ def _dummy(ctx: _Ctx, dt):
     if d is None:
         d = ctx.pool["dummies"][dt] = ctx.ar.kernel_arg(ctx.ar.zeros((1, 1), dt))
     return d
+
+
+def _index_step(ar, ok: OpKernel, launch, ins, out_slot, out_aval):
+    """gather: ``out = x[idx]`` into a new array; scatter-add: a copy of ``x``, then the
+    kernel's atomic adds of ``v``."""
+    n = ok.n
+    gather = ok.kind == "gather"
+    shape, dtype = out_aval.shape, out_aval.dtype
+
+    def step(ctx: _Ctx):
+        env = ctx.env
+        args = [x[1] if x[0] == "const" else env[x[1]] for x in ins]
+        if gather:
+            out = ar.empty(shape, dtype)
+            launch(*n, ar.kernel_arg(args[0]), *[ar.kernel_arg(a) for a in args[1:]],
+                   ar.kernel_arg(out))
+        else:
+            out = args[0].copy()
+            launch(*n, ar.kernel_arg(out), *[ar.kernel_arg(a) for a in args[2:]],
+                   ar.kernel_arg(args[1]))
+        env[out_slot] = out
+    return step
 
 
 def _op_step(ar, e, ins, out_slots):
