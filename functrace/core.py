@@ -98,11 +98,21 @@ class AVal:
         return AVal(np.shape(x), np.asarray(x).dtype)
 
 
+_device_types: dict[type, bool] = {np.ndarray: False, float: False, int: False, bool: False}
+
+
 def on_device(x) -> bool:
-    """Whether ``x`` is an array in GPU memory (cupy, ...): anything that exposes
+    """Whether ``x`` is an array in GPU memory (cupy, ...): anything whose type exposes
     ``__cuda_array_interface__`` and is not a numpy array. Such arrays refuse implicit
-    conversion to numpy; code that needs their values on the host calls ``to_host``."""
-    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
+    conversion to numpy; code that needs their values on the host calls ``to_host``.
+    Decided once per type: asking an instance would build its interface dict every time
+    (cupy's is a property)."""
+    t = type(x)
+    r = _device_types.get(t)
+    if r is None:
+        r = _device_types[t] = (not issubclass(t, np.ndarray)
+                                and hasattr(t, "__cuda_array_interface__"))
+    return r
 
 
 def to_host(x) -> np.ndarray:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from . import tree_util
+from .core import on_device
 from .ops._base import namespace_of
 
 __all__ = ["device_put", "device_get", "array_module", "is_device_array"]
@@ -30,7 +29,7 @@ _CUDA_NAMES = ("cuda", "gpu")
 def is_device_array(x: Any) -> bool:
     """Whether ``x`` is an array in GPU memory (anything exposing
     ``__cuda_array_interface__``: cupy, numba device arrays, torch CUDA tensors)."""
-    return not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__")
+    return on_device(x)
 
 
 def array_module(x: Any):

@@ -62,10 +62,28 @@ def _static_key(x):
     return (type(x), x)
 
 
+_CONTAINERS = (list, tuple, dict)
+
+
+def _flatten(args, kwargs):
+    """(leaves, structure key, rebuild): the common call (no containers among the arguments)
+    without tree_util's walk."""
+    if not any(type(a) in _CONTAINERS for a in args) and not any(
+            type(v) in _CONTAINERS for v in kwargs.values()):
+        names = tuple(kwargs)
+        n = len(args)
+
+        def rebuild(leaves):
+            return leaves[:n], dict(zip(names, leaves[n:]))
+        return list(args) + list(kwargs.values()), (n, names), rebuild
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    return leaves, in_tree, lambda ls: tree_util.tree_unflatten(in_tree, ls)
+
+
 def call_on_device(fn, args, kwargs):
     """``fn(*args, **kwargs)`` with numpy's semantics on device arrays (see the module
     docstring)."""
-    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    leaves, in_tree, rebuild = _flatten(args, kwargs)
     idx = [i for i, x in enumerate(leaves) if on_device(x) or type(x) is np.ndarray]
     arrays = [leaves[i] for i in idx]
     pos = set(idx)
@@ -84,7 +102,7 @@ def call_on_device(fn, args, kwargs):
             ls = list(leaves)
             for i, t in zip(idx, tracers):
                 ls[i] = t
-            a, k = tree_util.tree_unflatten(in_tree, ls)
+            a, k = rebuild(ls)
             out_leaves, out_tree = tree_util.tree_flatten(fn(*a, **k))
             if not all(isinstance(o, Tracer | np.ndarray | np.generic) for o in out_leaves):
                 raise _NotArrays       # Python values (fnp.shape, fnp.ndim): not a graph
