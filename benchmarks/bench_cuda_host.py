@@ -5,8 +5,10 @@ in the pool, packing each kernel's parameter buffer) plus cuLaunchKernel per ker
 script measures the first part: it runs the executor over numpy-backed stand-ins for cupy
 arrays (exposing what the executor reads of a cupy array: data pointer, shape, strides,
 contiguity flags) with the driver call replaced by a no-op, on gpu_check.py's launch
-workload (``x = exp(x - max(x))`` ten times, 1,024 float32: ten kernels). For scale it times
-the reference interpreter running the same graph on numpy arrays in the same run.
+workload (``x = exp(x - max(x))`` ten times, 1,024 float32: ten kernels), launching kernel
+by kernel and replaying a CUDA graph (the copy-in, graph launch and copy-out driver calls
+no-ops too). For scale it times the reference interpreter running the same graph on numpy
+arrays in the same run.
 
 The stand-ins' own Python costs (their ``reshape``, ``empty``) replace cupy's, so the absolute
 numbers are not a GPU machine's; the GPU number is benchmarks/gpu_check.py's "host time per
@@ -26,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import median_time  # noqa: E402
+from _timing import median_time
 
 
 class _Ptr:
@@ -109,6 +111,25 @@ def stand_in_arrays():
 
         def sm_count(self):
             return 132
+
+        def copy(self, x):
+            return x.copy()
+
+        # CUDA graphs: the capture runs the steps once (the launches are no-ops anyway); a
+        # replay is the driver calls only, each a no-op here, and a new array per output
+        def capture(self, stream, run):
+            return None, None, run()
+
+        def copy_into(self, dst, src, stream):
+            _noop(dst.data.ptr, src.data.ptr, src.nbytes, stream)
+
+        def launch_graph(self, graph, stream):
+            _noop(graph, stream)
+
+        def copy_out(self, x, stream):
+            y = StandIn(np.empty(x.shape, x.dtype))
+            _noop(y.data.ptr, x.data.ptr, x.nbytes, stream)
+            return y
     return Arrays()
 
 
@@ -128,20 +149,29 @@ def main() -> int:
 
     x = np.random.default_rng(0).random(1024).astype(np.float32)
     g = optimize(ft.trace(step)(x).graph)
-    ex = numba_cuda.Executable(g, arrays=stand_in_arrays(),
-                               config=numba_cuda.LaunchConfig(sm_count=132))
+    def executable(graphs):
+        ex = numba_cuda.Executable(g, arrays=stand_in_arrays(), graphs=graphs,
+                                   config=numba_cuda.LaunchConfig(sm_count=132))
+        ex._stream = (None, None, 0)
+        ex._steps = ex._build_steps(ex.lower())   # no compile: nothing runs on a device
+        return ex
+
+    ex, exg = executable(False), executable(True)
     prog = ex.lower()
-    ex._stream = (None, None, 0)
-    ex._steps = ex._build_steps(prog)       # no compile: nothing runs on a device
     n_k = sum(1 for s in prog.plan.steps if not hasattr(s, "eqn"))
     d = StandIn(x)
+    for _ in range(3):
+        exg(d)
+    assert exg._replay is not None
     t_ex = median_time(lambda: ex(d), repeat=9)
+    t_g = median_time(lambda: exg(d), repeat=9)
     t_ref = median_time(lambda: numpy_ref.run(g, [x]), repeat=9)
     print(f"{n_k} kernels, {len(prog.plan.steps)} steps")
     print(f"executor host time per call, driver call a no-op: {t_ex * 1e6:7.1f} us "
           f"({t_ex / n_k * 1e6:.1f} us per kernel)")
+    print(f"  replaying a CUDA graph (FUNCTRACE_CUDA_GRAPHS=1): {t_g * 1e6:7.1f} us")
     print(f"reference interpreter, same graph on numpy:      {t_ref * 1e6:7.1f} us")
-    print(f"ratio executor / interpreter: {t_ex / t_ref:.2f}")
+    print(f"ratios to the interpreter: steps {t_ex / t_ref:.2f}, graph {t_g / t_ref:.2f}")
     if opts.profile:
         prof = cProfile.Profile()
         prof.runcall(lambda: [ex(d) for _ in range(2000)])

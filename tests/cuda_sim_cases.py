@@ -184,16 +184,28 @@ def test_elementwise_source_is_a_grid_stride_loop_with_hoisted_invariants():
                  AVal((7, 9), "float32"), AVal((), "float32"))
     src = numba_cuda.lower(g).source
     assert "@cuda.jit(cache=True)" in src
-    assert "w0 = cuda.grid(1)" in src and "for w in range(w0, total, gs):" in src
+    assert "w0 = cuda.grid(1)" in src and "for w in range(wu, total, gs):" in src
     body = src.split("def kernel")[-1]       # the (7, 9) loop, merged into one axis of 63
     # the scalar cos(s) is read once per thread, before the loop; constants are float32
-    assert body.index("= a1[0]") < body.index("for w in")
+    assert body.index("= a1[0]") < body.index("while wu")
     assert "np.float32(math.exp(" in body and "i1" not in body
 
 
-# grid strides (threads x blocks) of 4, 16, 64 and 128 over a (3, 5, 7) loop of 105: strides
-# below, between and above the extents, so the per-axis carries of the stepped indices all
-# happen (128: one iteration per thread, some threads none)
+def test_flat_loop_unrolled_iterations_and_remainder():
+    # 203 elements, 16 threads: three unrolled iterations of 4 x 16, then 11 elements
+    x = np.random.default_rng(12).uniform(-3, 3, 203)
+    g = graph_of(lambda x: [ops.exp(ops.sin(x)), ops.mul(x, x)], AVal(x.shape, x.dtype))
+    ex, got, want = run_both(g, [x], config=LaunchConfig(threads=8, sm_count=1,
+                                                         blocks_per_sm=2))
+    ks = next(iter(ex.lower().kernels.values()))
+    assert ks.launch.grid * ks.launch.block == 16 and "i0_3 = wu + 3 * gs" in ks.source
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-14)
+
+
+# grid strides of 4, 16, 32 and 64 over a (3, 5, 7) loop of 105: strides below, between and
+# above the extents, so the per-axis carries of the stepped indices all happen, in unrolled
+# iterations (4 elements a thread) and in the remainder loop (64: remainder only)
 @pytest.mark.parametrize("threads,blocks", [(4, 1), (16, 1), (16, 4), (64, 2)])
 def test_multi_axis_loops_step_their_indices_without_dividing(threads, blocks):
     rng = np.random.default_rng(11)
@@ -206,9 +218,9 @@ def test_multi_axis_loops_step_their_indices_without_dividing(threads, blocks):
     cfg = LaunchConfig(threads=threads, sm_count=1, blocks_per_sm=blocks)
     ex, got, want = run_both(g, [x, yt], config=cfg)
     ks = next(iter(ex.lower().kernels.values()))
-    assert ks.spec.ndim == 3 and ks.launch.grid * ks.launch.block == threads * blocks
-    loop = ks.source.split("for w in")[1]
-    assert "//" not in loop and "%" not in loop      # decomposed once, before the loop
+    assert ks.spec.ndim == 3 and "while wu + 3 * gs < total:" in ks.source
+    loops = ks.source.split("while wu")[1]
+    assert "//" not in loops and "%" not in loops      # decomposed once, before the loops
     for a, b in zip(got, want, strict=True):
         assert_same(a, b, 1e-14)
 
@@ -334,9 +346,12 @@ def test_launch_configuration_adapts_to_the_shape():
     g = graph_of(lambda x: [ops.reduce_sum(ops.exp(x), (0,))], AVal((1000, 4096), "float32"))
     ks = next(iter(numba_cuda.lower(g, config=cfg).kernels.values()))
     assert ks.launch.strategy == "thread" and ks.launch.nseg > 1
-    g = graph_of(lambda x: [ops.exp(x)], AVal((10_000_000,), "float32"))
-    ks = next(iter(numba_cuda.lower(g, config=cfg).kernels.values()))
-    assert ks.launch.strategy == "elementwise" and ks.launch.grid == 100 * 32
+    # elementwise: one resident wave (8 blocks an SM) for a large loop, so every thread runs
+    # whole unrolled iterations; an SM's worth of blocks for a small one; fewer when tiny
+    for n, grid in [(10_000_000, 100 * 8), (50_000, 100), (1000, 4)]:
+        g = graph_of(lambda x: [ops.exp(x)], AVal((n,), "float32"))
+        ks = next(iter(numba_cuda.lower(g, config=cfg).kernels.values()))
+        assert ks.launch.strategy == "elementwise" and ks.launch.grid == grid, (n, ks.launch)
 
 
 # --------------------------------------------------------------------------------------------
@@ -586,3 +601,111 @@ def test_scatter_modes_without_a_kernel_run_their_impl():
     assert [ok.kind for ok in ex.lower().op_kernels.values()] == ["scatter_add"]
     for a, b in zip(got, want, strict=True):
         assert_same(a, b, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA graphs: capture once, then copy inputs in, replay, copy outputs out
+# --------------------------------------------------------------------------------------------
+
+class GraphHostArrays(HostArrays):
+    """The simulator's adapter with stream capture emulated the way a GPU does it: while
+    capturing nothing runs; each launch (and each cupy-style op, copy) is recorded with the
+    very arrays it was given, and a replay runs the records again on those arrays. So a
+    replay sees new data only where the executor copied it into the captured buffers, as
+    on a GPU, where a graph's pointers are fixed."""
+
+    def __init__(self, fail=False):
+        super().__init__()
+        self.capturing, self.records, self.fail = False, [], fail
+        self.captures = self.replays = 0
+
+    def launcher(self, kernel, grid, block, stream):
+        real = super().launcher(kernel, grid, block, stream)
+
+        def launch(*args):
+            if self.capturing:
+                self.records.append(lambda: real(*args))
+            else:
+                real(*args)
+        return launch
+
+    def _recorded(self, shape_like, compute):
+        out = np.empty_like(shape_like)
+        self.records.append(lambda: np.copyto(out, compute()))
+        return out
+
+    def run_impl(self, op, args, params):
+        if not self.capturing:
+            return super().run_impl(op, args, params)
+        res = op.impl(*args, **params)          # only for the result's shape and dtype
+        if op.multiple_results:
+            return tuple(self._recorded(np.asarray(r), functools.partial(
+                lambda i: op.impl(*args, **params)[i], i)) for i, r in enumerate(res))
+        return self._recorded(np.asarray(res), lambda: op.impl(*args, **params))
+
+    def copy(self, x):
+        return self._recorded(x, lambda: x) if self.capturing else super().copy(x)
+
+    def capture(self, stream, run):
+        if self.fail:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        self.capturing, self.records = True, []
+        try:
+            result = run()
+        finally:
+            self.capturing = False
+        self.captures += 1
+        return list(self.records), None, result
+
+    def copy_into(self, dst, src, stream):
+        np.copyto(dst, src)
+
+    def launch_graph(self, graph, stream):
+        self.replays += 1
+        for record in graph:
+            record()
+
+    def copy_out(self, x, stream):
+        return np.array(x, copy=True)
+
+
+def _graph_workload(x, w, idx):
+    h = ops.tanh(ops.dot_general(x, w, (((1,), (0,)), ((), ()))))       # a cupy op step
+    s = ops.reduce_sum(ops.exp(h), (1,))                                  # a fused reduction
+    return [s, fnp.take_along_axis(h, idx[:, None], axis=1)[:, 0], x]     # gather, an input
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_cuda_graph_replays_with_new_inputs_every_call(fail):
+    rng = np.random.default_rng(9)
+    w, idx = rng.standard_normal((5, 3)), np.array([0, 2, 1, 2])
+    g = graph_of(_graph_workload, AVal((4, 5), "float64"), AVal(w.shape, w.dtype),
+                 AVal(idx.shape, idx.dtype))
+    ar = GraphHostArrays(fail=fail)
+    ex = Executable(g, eager=True, arrays=ar, config=SIM, graphs=True)
+    outs = []
+    for k in range(4):
+        x = rng.standard_normal((4, 5))
+        got = ex(x, w + k, idx)
+        want = numpy_ref.run(g, [x, w + k, idx])
+        for a, b in zip(got, want, strict=True):
+            assert_same(a, b, 1e-13)
+        assert (got[2] is not x) == (k >= 1 and not fail)     # replays copy every output
+        outs.append(got)
+    # the first call runs the steps, the second captures them: three replays
+    assert ar.captures == (0 if fail else 1) and ar.replays == (0 if fail else 3)
+    # outputs of earlier calls are copies: later replays do not overwrite them
+    assert not np.array_equal(outs[2][0], outs[3][0])
+
+
+def test_cuda_graphs_are_off_by_default_and_with_donation(monkeypatch):
+    g = graph_of(lambda x: [ops.exp(x)], AVal((3,), "float64"))
+    monkeypatch.delenv("FUNCTRACE_CUDA_GRAPHS", raising=False)
+    assert not Executable(g).graphs
+    monkeypatch.setenv("FUNCTRACE_CUDA_GRAPHS", "1")
+    assert Executable(g).graphs
+    ar = GraphHostArrays()
+    ex = Executable(g, eager=True, arrays=ar, config=SIM, graphs=True, donate=(0,))
+    for _ in range(3):
+        ex(np.ones(3))
+    assert ar.captures == 0

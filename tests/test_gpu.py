@@ -224,3 +224,42 @@ def test_unjitted_transforms_and_closures_over_cupy_arrays():
     _close(ft.grad(loss)(cp.asarray(x0)), want, 1e-12)
     _close(ft.hessian(loss)(cp.asarray(x0)), ft.hessian(host_loss)(x0), 1e-10)
     _close(ft.jit(ft.grad(loss), backend="cuda")(cp.asarray(x0)), want, 1e-12)
+
+
+def test_cuda_graph_replay_matches_the_steps_and_copies_outputs(monkeypatch):
+    def ten(x):
+        for _ in range(10):
+            x = fnp.exp(x - fnp.max(x))
+        return x
+
+    xs = [cp.asarray(np.random.default_rng(k).standard_normal(1024).astype(np.float32))
+          for k in range(4)]
+    f = ft.jit(ten, backend="cuda", eager=True)
+    monkeypatch.setenv("FUNCTRACE_CUDA_GRAPHS", "1")
+    fg = ft.jit(ten, backend="cuda", eager=True)
+    outs = [fg(x) for x in xs]                   # the second call captures, then replays
+    ex = next(iter(fg._cache.values())).run
+    assert ex.graphs and ex._replay is not None
+    for x, o in zip(xs, outs, strict=True):
+        _close(o, cp.asnumpy(f(x)), 1e-6)
+    assert not cp.array_equal(outs[2], outs[3])   # earlier outputs are not overwritten
+
+
+def test_cuda_graph_with_cublas_and_cupy_steps_is_correct_captured_or_not(monkeypatch):
+    monkeypatch.setenv("FUNCTRACE_CUDA_GRAPHS", "1")
+    rng = np.random.default_rng(3)
+    w = cp.asarray(rng.standard_normal((64, 32)).astype(np.float32))
+    labels = cp.asarray(rng.integers(0, 32, 128))
+
+    def loss(w, x, labels):
+        logits = fnp.tanh(x @ w)
+        return fnp.mean(fnp.logsumexp(logits, axis=1)
+                        - fnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0])
+
+    fg = ft.jit(ft.value_and_grad(loss), backend="cuda", eager=True)
+    for _ in range(3):
+        x = cp.asarray(rng.standard_normal((128, 64)).astype(np.float32))
+        v, g = fg(w, x, labels)
+        hv, hg = ft.value_and_grad(loss)(cp.asnumpy(w), cp.asnumpy(x), cp.asnumpy(labels))
+        _close(v, hv, 1e-5)
+        _close(g, hg, 1e-4)

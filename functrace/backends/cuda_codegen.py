@@ -51,7 +51,7 @@ from .codegen import (
 __all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
            "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
 
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "4"
 
 # --------------------------------------------------------------------------------------------
 # the expression table
@@ -391,14 +391,32 @@ def render_elementwise(spec: KernelSpec, fn_name: str = "kernel", decorator: str
     w(1, f"total = {_prod(range(nd))}")
     w(1, "w0 = cuda.grid(1)")
     w(1, "gs = cuda.gridsize(1)")
-    steps = _stepper(w, 1, "w0", "gs", list(range(nd)))
-    w(1, "for w in range(w0, total, gs):")
+    axes = list(range(nd))
+    steps = _stepper(w, 1, "w0", "gs", axes)
+    full = _idx(axes)
+    stores = [f"o{k}[{full}] = {name}" for k, (name, _dt) in enumerate(spec.outputs)]
+    start = "w0"
+    if nd:
+        # UNROLL elements per thread and iteration, their reads first (see _unrolled_loop)
+        stmts = _loop_statements(spec, deps, done)
+        w(1, "wu = w0")
+        w(1, f"while wu + {UNROLL - 1} * gs < total:")
+        for u in range(UNROLL):
+            if steps is None:
+                w(2, f"i0_{u} = wu + {u} * gs")
+            else:
+                for d in axes:
+                    w(2, f"i{d}_{u} = i{d}")
+                _advance(w, 2, steps)
+        _slots(w, 2, stmts, [f"i{d}" for d in axes], stores)
+        w(2, f"wu += {UNROLL} * gs")
+        start = "wu"
+    w(1, f"for w in range({start}, total, gs):")
     if steps is None:
-        _decompose(w, 2, "w", list(range(nd)))
-    _emit_split(w, spec, deps, [frozenset(range(nd))], [2], done)
-    full = _idx(range(nd))
-    for k, (name, _dt) in enumerate(spec.outputs):
-        w(2, f"o{k}[{full}] = {name}")
+        _decompose(w, 2, "w", axes)
+    _emit_split(w, spec, deps, [frozenset(axes)], [2], done)
+    for st in stores:
+        w(2, st)
     _advance(w, 2, steps)
     return w.text()
 
@@ -606,8 +624,35 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     return w.text()
 
 
-#: iterations of the thread template's reduction loop whose reads are issued together
+#: loop iterations whose reads are issued together (the thread template's reduction loop
+#: and the elementwise grid-stride loop)
 UNROLL = 4
+
+
+def _loop_statements(spec: KernelSpec, deps, done: set) -> list[tuple[str, str]]:
+    """The reads and body lines that depend on the innermost loop level (not hoisted)."""
+    return [(name, st) for name, st in _lines(spec)
+            if name not in done and deps[name] <= frozenset(range(spec.ndim))]
+
+
+def _slots(w: _W, ind: int, stmts, index_names, stores, acc_update: str | None = None):
+    """``UNROLL`` copies of a loop body, names suffixed ``_<slot>`` (the slots' loop indices
+    ``i<d>_<slot>`` are set by the caller): every slot's reads, then every slot's body, then
+    the stores, then the accumulator updates in slot order."""
+    names = sorted({name for name, _ in stmts} | set(index_names))
+    pat = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+
+    def ren(text: str, u: int) -> str:
+        return pat.sub(lambda m: f"{m.group(1)}_{u}", text)
+
+    for group in ([st for n, st in stmts if n.startswith("x")],
+                  [st for n, st in stmts if not n.startswith("x")], stores):
+        for u in range(UNROLL):
+            for st in group:
+                w(ind, ren(st, u))
+    if acc_update is not None:
+        for u in range(UNROLL):
+            w(ind, f"acc = {ren(acc_update, u)}")
 
 
 def _unrolled_loop(w: _W, spec: KernelSpec, deps, done: set, r: int, full: str,
@@ -619,27 +664,14 @@ def _unrolled_loop(w: _W, spec: KernelSpec, deps, done: set, r: int, full: str,
     reads wait behind this iteration's stores: one memory latency per element and thread.
     Issued together, ``UNROLL`` reads are in flight at once. The remainder runs the plain
     loop."""
-    stmts = [(name, st) for name, st in _lines(spec)
-             if name not in done and deps[name] <= frozenset(range(spec.ndim))]
-    names = sorted({name for name, _ in stmts} | {f"i{r}"})
-    pat = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
-
-    def ren(text: str, u: int) -> str:
-        return pat.sub(lambda m: f"{m.group(1)}_{u}", text)
-
+    stmts = _loop_statements(spec, deps, done)
     stores = [f"o{k}[{full}] = {name}" for k, (name, _dt) in enumerate(spec.outputs)] \
         if write_outputs else []
     w(2, "jj = j0")
     w(2, f"while jj + {UNROLL} <= j1:")
     for u in range(UNROLL):
         w(3, f"i{r}_{u} = jj + {u}")
-    for group in ([st for n, st in stmts if n.startswith("x")],
-                  [st for n, st in stmts if not n.startswith("x")], stores):
-        for u in range(UNROLL):
-            for st in group:
-                w(3, ren(st, u))
-    for u in range(UNROLL):
-        w(3, f"acc = {ren(acc_update, u)}")
+    _slots(w, 3, stmts, [f"i{r}"], stores, acc_update)
     w(3, f"jj += {UNROLL}")
     w(2, "for j in range(jj, j1):")
     w(3, f"i{r} = j")

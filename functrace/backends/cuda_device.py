@@ -173,6 +173,9 @@ class HostArrays:
         a = np.asarray(x)
         return a if a.flags.writeable else a.copy()
 
+    def copy(self, x):
+        return np.array(x, copy=True)
+
     def kernel_arg(self, x):
         # the simulator copies every argument in and back out, contiguous buffers only:
         # read-only or strided inputs (literals, broadcast or transposed views) are copied
@@ -232,6 +235,56 @@ class CupyArrays:
 
     def own(self, x):
         return x if isinstance(x, self.cp.ndarray) else self.cp.asarray(x)
+
+    def copy(self, x):
+        return x.copy()
+
+    # -- CUDA graphs (Executable._graph_call) --------------------------------------------------
+    def capture(self, stream, run):
+        """Capture ``run()`` on our stream into a CUDA graph. Everything allocated meanwhile
+        comes from a private memory pool, returned with the graph and kept with it: memory a
+        captured step frees (a temporary) must not be handed to anyone else while the graph
+        may replay. Returns (graph, pool, run's result)."""
+        cp = self.cp
+        s = stream[0]
+        pool = cp.cuda.MemoryPool()
+        with cp.cuda.using_allocator(pool.malloc):
+            s.begin_capture()
+            try:
+                result = run()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    s.end_capture()               # an invalidated capture still has to end
+                raise
+            graph = s.end_capture()
+        graph.upload(s)
+        return graph, pool, result
+
+    def copy_into(self, dst, src, stream) -> None:
+        """``dst[...] = src`` on our stream (a device-to-device copy when ``src`` is
+        contiguous; ``dst`` is a C-contiguous buffer of the same shape and dtype)."""
+        cp = self.cp
+        if not isinstance(src, cp.ndarray):
+            src = cp.asarray(src)
+        if src._c_contiguous and src.dtype == dst.dtype:
+            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToDevice, stream[2])
+        else:
+            cp.copyto(dst, src)
+
+    def launch_graph(self, graph, stream) -> None:
+        graph.launch(stream[0])
+
+    def copy_out(self, x, stream):
+        """A new array holding ``x`` (an output buffer the next replay overwrites)."""
+        cp = self.cp
+        y = cp.empty(x.shape, x.dtype)
+        if x._c_contiguous:
+            cp.cuda.runtime.memcpyAsync(y.data.ptr, x.data.ptr, x.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToDevice, stream[2])
+        else:
+            cp.copyto(y, x)
+        return y
 
     def kernel_arg(self, x):
         # cupy arrays go to kernels as they are: ``_Launch`` packs their pointer, shape and

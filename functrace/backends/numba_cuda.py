@@ -128,8 +128,14 @@ def choose_launch(spec, extents, cfg: LaunchConfig, sm: int) -> Launch:
     max_blocks = max(1, sm * cfg.blocks_per_sm)
     red = spec.reduction
     if red is None:
+        # enough threads that each runs whole unrolled iterations (cg.UNROLL elements with
+        # their reads in flight together), at most one resident wave (8 blocks an SM), and
+        # every SM busy when there is an element per thread for it
         n = math.prod(extents)
-        return Launch("elementwise", min(max(1, -(-n // t)), max_blocks), t)
+        blocks = -(-n // (t * cg.UNROLL))
+        if blocks < sm:
+            blocks = min(-(-n // t), sm)
+        return Launch("elementwise", max(1, min(blocks, sm * min(cfg.blocks_per_sm, 8))), t)
     nd = spec.ndim
     nk = math.prod(extents[d] for d in range(nd) if d not in red.axes)
     nr = math.prod(extents[d] for d in red.axes)
@@ -369,8 +375,13 @@ class Executable:
     host arrays are copied to the device); returns the list of outputs, on the device."""
 
     def __init__(self, graph: Graph, *, donate: tuple = (), eager: bool = False,
-                 hot_after: int | None = None, arrays=None, config: LaunchConfig | None = None):
+                 hot_after: int | None = None, arrays=None, config: LaunchConfig | None = None,
+                 graphs: bool | None = None):
         self.graph = graph
+        self.graphs = _graphs_default() if graphs is None else bool(graphs)
+        self._replay: _Replay | None = None
+        self._graph_state = "off" if (not self.graphs or donate) else "pending"
+        self._graph_lock = threading.Lock()
         self.donate = tuple(donate)
         self.eager = eager
         self.hot_after = hot_after if hot_after is not None else int(
@@ -619,6 +630,10 @@ class Executable:
                 self.compile()
             else:
                 return self.interpret(args)
+        if self._graph_state != "off":
+            outs = self._graph_call(args)
+            if outs is not None:
+                return outs
         steps, n_env, out_refs, donors = self._steps
         try:
             pool = self._pools.pop()
@@ -638,6 +653,65 @@ class Executable:
             return outs
         finally:
             self._pools.append(pool)
+
+    # -- CUDA graphs ---------------------------------------------------------------------------
+    def _graph_call(self, args):
+        """With graphs on: the first compiled call runs as usual (None), the second captures
+        the steps into a CUDA graph over static input buffers, and every call from then on
+        copies its inputs into those buffers, replays the graph (one launch instead of one
+        per kernel) and copies the outputs out. A capture that fails turns graphs off for this
+        executable (logged): the steps run as before."""
+        if self._graph_state == "pending":
+            self._graph_state = "armed"          # the next call captures
+            return None
+        with self._graph_lock:
+            if self._replay is None:
+                if self._graph_state != "armed":
+                    return None
+                self._replay = self._capture(args)
+                if self._replay is None:
+                    self._graph_state = "off"
+                    return None
+            rep = self._replay
+            ar, stream = self.arrays, self._stream
+            caller = ar.enter(stream)
+            with ar.stream_scope(stream):
+                for buf, a in zip(rep.inputs, args):
+                    ar.copy_into(buf, a, stream)
+                ar.launch_graph(rep.graph, stream)
+                outs = [ar.copy_out(o, stream) for o in rep.outputs]
+            ar.leave(stream, caller)
+            return outs
+
+    def _capture(self, args):
+        ar = self.arrays
+        capture = getattr(ar, "capture", None)
+        if capture is None:
+            return None
+        steps, n_env, out_refs, _ = self._steps
+        stream = self._stream
+        inputs = [ar.empty(tuple(a.shape), a.dtype) for a in args]
+        pool = self._new_pool()
+
+        def run():
+            env = list(inputs) + [None] * (n_env - len(inputs))
+            ctx = _Ctx(ar, env, pool, {})
+            for step in steps:
+                step(ctx)
+            outs = [self._const(r) if k == "const" else env[r] for k, r in out_refs]
+            return outs, env
+
+        caller = ar.enter(stream)
+        try:
+            with ar.stream_scope(stream):
+                graph, memory, (outs, env) = capture(stream, run)
+        except Exception as exc:
+            log.warning("functrace: CUDA graph capture failed, running the steps one by one "
+                        "(%s: %s)", type(exc).__name__, str(exc)[:300])
+            return None
+        finally:
+            ar.leave(stream, caller)
+        return _Replay(graph, inputs, outs, env, pool, memory)
 
     def interpret(self, args) -> list:
         """The reference interpreter with the adapter's array module (cupy on a GPU)."""
@@ -660,8 +734,30 @@ class Executable:
         return outs
 
     def release_buffers(self) -> None:
-        """Free the pooled device buffers (they are re-made by the next call)."""
+        """Free the pooled device buffers and a captured CUDA graph with its buffers (they
+        are re-made by the next calls)."""
         self._pools.clear()
+        with self._graph_lock:
+            self._replay = None
+            if self._graph_state != "off":
+                self._graph_state = "armed"
+
+
+class _Replay:
+    """A captured CUDA graph and everything whose memory it reads and writes: the static input
+    buffers, the outputs, the environment of the captured call, its pool, and the private
+    memory pool the capture allocated from (temporaries freed after the capture stay
+    reserved for the graph)."""
+
+    __slots__ = ("graph", "inputs", "outputs", "env", "pool", "memory")
+
+    def __init__(self, graph, inputs, outputs, env, pool, memory):
+        self.graph, self.inputs, self.outputs = graph, inputs, outputs
+        self.env, self.pool, self.memory = env, pool, memory
+
+
+def _graphs_default() -> bool:
+    return os.environ.get("FUNCTRACE_CUDA_GRAPHS", "0") not in ("", "0")
 
 
 class _Ctx:
@@ -765,7 +861,7 @@ def _index_step(ar, ok: OpKernel, launch, ins, out_slot, out_aval):
             launch(*n, ar.kernel_arg(args[0]), *[ar.kernel_arg(a) for a in args[1:]],
                    ar.kernel_arg(out))
         else:
-            out = args[0].copy()
+            out = ar.copy(args[0])
             launch(*n, ar.kernel_arg(out), *[ar.kernel_arg(a) for a in args[2:]],
                    ar.kernel_arg(args[1]))
         env[out_slot] = out
@@ -797,18 +893,21 @@ _exec_strong: dict = {}
 
 def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
             hot_after: int | None = None, arrays=None,
-            config: LaunchConfig | None = None) -> Executable:
+            config: LaunchConfig | None = None, graphs: bool | None = None) -> Executable:
     """The cached Executable of ``graph`` on the CUDA backend (equal graphs share one).
 
     ``arrays`` replaces the device-array adapter (default: ``default_arrays()``, resolved at
-    the first call, so lowering needs no GPU); ``config`` the launch configuration.
+    the first call, so lowering needs no GPU); ``config`` the launch configuration;
+    ``graphs`` replays the compiled steps as a CUDA graph (default: the environment variable
+    ``FUNCTRACE_CUDA_GRAPHS=1``; see docs/gpu.md).
     """
+    graphs = _graphs_default() if graphs is None else bool(graphs)
     key = (graph, tuple(donate), eager, hot_after, id(arrays) if arrays is not None else None,
-           config)
+           config, graphs)
     ex = _exec_strong.get(key)
     if ex is None:
         ex = Executable(graph, donate=donate, eager=eager, hot_after=hot_after, arrays=arrays,
-                        config=config)
+                        config=config, graphs=graphs)
         if len(_exec_strong) > 512:
             _exec_strong.clear()
         _exec_strong[key] = ex
