@@ -25,6 +25,7 @@ import contextvars
 import itertools
 import linecache
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -162,7 +163,7 @@ class Trace:
             return lit
         arr = _as_array(x)
         lit = Lit(arr)
-        if (arr is x or on_device(x)) and arr.ndim:
+        if (arr is x or on_device(x)) and arr.ndim and _host_copies.get(id(arr)) is not arr:
             self.consts.append((x, lit.val))   # lets caches notice in-place updates
         return lit
 
@@ -224,6 +225,20 @@ class Trace:
                 self.values[o] = np.asarray(r)
             stack.pop()
         return self.values[var]
+
+
+# host copies of GPU arrays made while tracing (functrace.numpy's asarray_any): the copy is
+# fresh, so comparing it with its literal on every cached call would only cost time
+_host_copies: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def host_copy(x) -> np.ndarray:
+    """The host copy of a device array met while tracing: a constant of the graph. Caches
+    do not re-check it (an in-place update of a closed-over GPU array is not noticed; a
+    rebound name is, by the cache's fingerprint of the function)."""
+    h = to_host(x)
+    _host_copies[id(h)] = h
+    return h
 
 
 def _as_array(x: Any) -> np.ndarray:

@@ -241,3 +241,13 @@ def test_non_cupy_device_arrays_get_a_clear_error():
 def test_jit_for_the_cpu_refuses_device_arrays_with_the_fix(cp):
     with pytest.raises(TypeError, match="backend='cuda'"):
         ft.jit(lambda x: x * 2)(cp.asarray(np.ones(3)))
+
+
+def test_closed_over_device_arrays_are_not_compared_on_every_call(cp):
+    # a closed-over weight matrix is a literal of the graph; its host copy is fresh, so the
+    # cache must not compare it with the literal on each call (a full copy's worth of work)
+    w = cp.asarray(W0)
+    jf = ft.jit(lambda x: loss(x, w), backend="numpy")
+    jf(cp.asarray(X0))
+    (entry,) = {id(e): e for e in jf._cache.values()}.values()
+    assert all(not isinstance(orig, np.ndarray) for orig, _ in entry.consts)

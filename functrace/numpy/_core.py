@@ -14,8 +14,8 @@ import functools
 import numpy as np
 
 from .. import ops
-from ..core import AVal, on_device, to_host
-from ..tracing import Tracer
+from ..core import AVal, on_device
+from ..tracing import Tracer, host_copy
 
 __all__ = ["asarray_any", "aval", "dtype_key", "resolve_ufunc",
            "cast", "bcast", "broadcast_all", "ufunc_apply", "normalize_axis", "normalize_axes",
@@ -41,7 +41,7 @@ def asarray_any(x):
     if isinstance(x, Tracer):
         return x
     if on_device(x):
-        x = to_host(x)
+        x = host_copy(x)
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biufc":
             raise TypeError(f"functrace cannot trace arrays of dtype {x.dtype}")
