@@ -845,6 +845,8 @@ def op_kernel_source(e, decorator: str = "") -> tuple[str, str] | None:
     if not any(s[0] == "arr" for s in spec):
         return None                      # basic indexing: a view, no kernel
     x = e.inputs[0].aval
+    if not _dtype_ok(x.dtype):         # float16, complex: cupy's indexing
+        return None
     if name == "gather":
         idx = [a.aval.shape for a in e.inputs[1:]]
         if not e.outputs[0].aval.size:
