@@ -127,23 +127,28 @@ def _fingerprint(fun, depth: int = 0) -> tuple:
     """Identity of what ``fun`` reads from its closure and globals: a rebinding invalidates
     a cached graph. (Arrays mutated in place are caught by comparing the literals.) Functions
     in the closure are followed a few levels down, so ``jit(grad(f))`` notices a name that
-    ``f`` closes over being rebound."""
+    ``f`` closes over being rebound. (On every jitted call: kept to plain lookups.)"""
     f = getattr(fun, "__func__", fun)
     code = getattr(f, "__code__", None)
     if code is None:
         return ()
-    cells = []
-    for c in f.__closure__ or ():
-        if not _cell_full(c):
-            cells.append(None)
-            continue
-        v = c.cell_contents
-        cells.append(id(v))
-        if depth < 3 and hasattr(v, "__code__") and v is not f:
-            cells.append(_fingerprint(v, depth + 1))
     g = f.__globals__
-    names = tuple(id(g.get(n)) for n in code.co_names if n in g)
-    return tuple(cells) + names
+    # functrace's own wrappers (grad's, jit's) read only functrace's globals: not the user's
+    out = [] if g.get("__name__", "").startswith("functrace.") else [
+        id(g.get(n)) for n in code.co_names]
+    for c in f.__closure__ or ():
+        try:
+            v = c.cell_contents
+        except ValueError:       # an empty cell (a closure variable not assigned yet)
+            out.append(None)
+            continue
+        out.append(id(v))
+        if depth < 3 and type(v) is _FunctionType and v is not f:
+            out.append(_fingerprint(v, depth + 1))
+    return tuple(out)
+
+
+_FunctionType = type(_fingerprint)
 
 
 def _cell_full(c):
