@@ -86,6 +86,8 @@ def op_kernel_signature(e, ok):
         arrays = [arr(ins[0]), *[arr(a) for a in ins[1:]], arr(e.outputs[0].aval)]
     else:
         arrays = [arr(ins[0]), *[arr(a) for a in ins[2:]], arr(ins[1])]
+    if ok.kind == "scatter_set":
+        arrays.append(typeof(np.zeros((1,) * max(len(ins[0].shape), 1), np.int64)))
     return (types.int64,) * len(ok.n) + tuple(arrays)
 
 

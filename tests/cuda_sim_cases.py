@@ -588,19 +588,23 @@ def test_gather_and_its_gradient_run_as_one_kernel_each(name, dtype):
         assert_same(a, b, 1e-6 if dtype == "float32" else 1e-13)
 
 
-def test_scatter_modes_without_a_kernel_run_their_impl():
+def test_scatter_set_keeps_the_last_update_and_multiply_runs_its_impl():
     x = np.arange(12.0).reshape(3, 4)
-    i = np.array([0, 2, 0])
+    i = np.array([0, 2, 0, 2, 1])                  # repeated targets: the last update wins
+    v = np.arange(20.0).reshape(5, 4) + 100
 
-    def f(x, i):
-        return [fnp.at(x)[i].set(1.0), fnp.at(x)[i].multiply(2.0), fnp.at(x)[i].add(1.0),
-                fnp.at(x > 3)[i].set(False)]
+    def f(x, i, v):
+        return [fnp.at(x)[i].set(v), fnp.at(x)[i].multiply(2.0), fnp.at(x)[i].add(1.0),
+                fnp.at(x > 3)[i].set(False), fnp.at(x)[i, 1:3].set(v[:, :2])]
 
-    g = graph_of(f, AVal(x.shape, x.dtype), AVal(i.shape, i.dtype))
-    ex, got, want = run_both(g, [x, i])
-    assert [ok.kind for ok in ex.lower().op_kernels.values()] == ["scatter_add"]
+    g = graph_of(f, *(AVal(a.shape, a.dtype) for a in (x, i, v)))
+    ex, got, want = run_both(g, [x, i, v])
+    kinds = sorted(ok.kind for ok in ex.lower().op_kernels.values())
+    assert kinds == ["scatter_add", "scatter_set", "scatter_set", "scatter_set"], kinds
+    assert not ex.compile_failures
     for a, b in zip(got, want, strict=True):
         assert_same(a, b, 0)
+    np.testing.assert_array_equal(got[0][0], v[2])     # x[0] = v[0], then v[2]: numpy's
 
 
 # --------------------------------------------------------------------------------------------
@@ -645,6 +649,12 @@ class GraphHostArrays(HostArrays):
 
     def copy(self, x):
         return self._recorded(x, lambda: x) if self.capturing else super().copy(x)
+
+    def full(self, shape, value, dtype):
+        out = super().full(shape, value, dtype)
+        if self.capturing:
+            self.records.append(lambda: out.fill(value))
+        return out
 
     def capture(self, stream, run):
         if self.fail:

@@ -785,15 +785,15 @@ def index_plan(x_shape, spec, idx_shapes):
     return exprs, reads, out_d
 
 
-def _index_kernel(name: str, x_ndim: int, n_idx: int, plan, body: str, target: str,
-                  decorator: str) -> str:
+def _index_kernel(w: _W, fn_name: str, x_ndim: int, n_idx: int, plan, body: list[str],
+                  target: str, last: list[str], decorator: str) -> None:
+    """A grid-stride loop over an index space (``w`` is the flat position, C order), with the
+    indices into ``target`` (the indexed array) computed by ``index_plan``."""
     exprs, reads, m = plan
-    w = _W()
     if decorator:
         w(0, decorator)
-    args = [f"n{d}" for d in range(m)] + [target] + [f"ix{k}" for k in range(n_idx)]
-    args.append("out" if name == "gather" else "v")
-    w(0, f"def kernel({', '.join(args)}):")
+    args = [f"n{d}" for d in range(m)] + [target] + [f"ix{k}" for k in range(n_idx)] + last
+    w(0, f"def {fn_name}({', '.join(args)}):")
     for a in range(x_ndim):
         if any(f"xs{a}" in r for r in reads):
             w(1, f"xs{a} = {target}.shape[{a}]")
@@ -806,11 +806,10 @@ def _index_kernel(name: str, x_ndim: int, n_idx: int, plan, body: str, target: s
         _decompose(w, 2, "w", list(range(m)))
     for r in reads:
         w(2, r)
-    xi = ", ".join(exprs)
-    oi = _idx(range(m))
-    w(2, body.format(xi=xi, oi=oi))
+    xi, oi = ", ".join(exprs), _idx(range(m))
+    for line in body:
+        w(2, line.format(xi=xi, oi=oi))
     _advance(w, 2, steps)
-    return w.text()
 
 
 def render_gather(x_shape, spec, idx_shapes, decorator: str = "") -> str:
@@ -818,9 +817,11 @@ def render_gather(x_shape, spec, idx_shapes, decorator: str = "") -> str:
     grid-stride loop over the output. Index arrays hold non-negative indices (functrace.numpy
     wraps negative ones); an out-of-range index wraps around (as cupy's indexing does: a GPU
     kernel cannot raise numpy's IndexError)."""
-    plan = index_plan(x_shape, spec, idx_shapes)
-    return _index_kernel("gather", len(x_shape), len(idx_shapes), plan,
-                         "out[{oi}] = x[{xi}]", "x", decorator)
+    w = _W()
+    _index_kernel(w, "kernel", len(x_shape), len(idx_shapes),
+                  index_plan(x_shape, spec, idx_shapes), ["out[{oi}] = x[{xi}]"], "x", ["out"],
+                  decorator)
+    return w.text()
 
 
 def render_scatter_add(x_shape, spec, idx_shapes, dtype, decorator: str = "") -> str:
@@ -830,14 +831,35 @@ def render_scatter_add(x_shape, spec, idx_shapes, dtype, decorator: str = "") ->
     sequential: the last bits may differ)."""
     if np.dtype(dtype) not in _ATOMIC_ADD:
         raise Unsupported(f"no atomic add for {np.dtype(dtype)}")
+    w = _W()
+    _index_kernel(w, "kernel", len(x_shape), len(idx_shapes),
+                  index_plan(x_shape, spec, idx_shapes),
+                  ["cuda.atomic.add(out, ({xi},), v[{oi}])"], "out", ["v"], decorator)
+    return w.text()
+
+
+def render_scatter_set(x_shape, spec, idx_shapes, decorator: str = "") -> str:
+    """``out[spec] = v`` with numpy's rule for repeated targets (the last update in ``v``'s
+    order wins) in two kernels over ``v``'s elements: ``kernel(n0.., out, ix0.., v, owner)``
+    makes each target's ``owner`` (all -1 before) the largest position writing it
+    (``cuda.atomic.max``), ``kernel2`` (same arguments) writes the updates that own their
+    target. ``out`` holds a copy of ``x``."""
+    w = _W()
     plan = index_plan(x_shape, spec, idx_shapes)
-    return _index_kernel("scatter_add", len(x_shape), len(idx_shapes), plan,
-                         "cuda.atomic.add(out, ({xi},), v[{oi}])", "out", decorator)
+    _index_kernel(w, "kernel", len(x_shape), len(idx_shapes), plan,
+                  ["cuda.atomic.max(owner, ({xi},), w)"], "out", ["v", "owner"], decorator)
+    w(0, "")
+    w(0, "")
+    _index_kernel(w, "kernel2", len(x_shape), len(idx_shapes), plan,
+                  ["if owner[{xi}] == w:", "    out[{xi}] = v[{oi}]"], "out", ["v", "owner"],
+                  decorator)
+    return w.text()
 
 
 def op_kernel_source(e, decorator: str = "") -> tuple[str, str] | None:
-    """(kind, kernel source) for an indexing equation the GPU runs as one kernel: ``gather``
-    with an index array, ``scatter`` adding (the gradient of gather). None for others."""
+    """(kind, kernel source) for an indexing equation the GPU runs as generated kernels:
+    ``gather`` with an index array, ``scatter`` adding (the gradient of gather) or setting.
+    None for others."""
     name = e.op.name
     if name not in ("gather", "scatter"):
         return None
@@ -855,12 +877,12 @@ def op_kernel_source(e, decorator: str = "") -> tuple[str, str] | None:
             return "gather", render_gather(x.shape, spec, idx, decorator)
         except Unsupported:
             return None
-    if e.params["mode"] != "add":
-        return None
     idx = [a.aval.shape for a in e.inputs[2:]]
-    if not e.inputs[1].aval.size:
-        return None
+    if not e.inputs[1].aval.size or e.params["mode"] not in ("add", "set"):
+        return None               # multiply: no atomic multiply (cupy's path)
     try:
+        if e.params["mode"] == "set":
+            return "scatter_set", render_scatter_set(x.shape, spec, idx, decorator)
         return "scatter_add", render_scatter_add(x.shape, spec, idx, x.dtype, decorator)
     except Unsupported:
         return None

@@ -176,6 +176,9 @@ class HostArrays:
     def copy(self, x):
         return np.array(x, copy=True)
 
+    def full(self, shape, value, dtype):
+        return np.full(shape, value, dtype)
+
     def kernel_arg(self, x):
         # the simulator copies every argument in and back out, contiguous buffers only:
         # read-only or strided inputs (literals, broadcast or transposed views) are copied
@@ -238,6 +241,9 @@ class CupyArrays:
 
     def copy(self, x):
         return x.copy()
+
+    def full(self, shape, value, dtype):
+        return self.cp.full(shape, value, dtype)
 
     # -- CUDA graphs (Executable._graph_call) --------------------------------------------------
     def capture(self, stream, run):

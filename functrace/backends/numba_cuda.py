@@ -516,8 +516,13 @@ class Executable:
             args = [one(ins[0]), *[one(a) for a in ins[1:]], one(e.outputs[0].aval)]
         else:
             args = [one(ins[0]), *[one(a) for a in ins[2:]], one(ins[1])]
+        kernels = [kernel]
+        if ok.kind == "scatter_set":
+            args.append(ar.kernel_arg(ar.zeros((1,) * max(len(ins[0].shape), 1), np.int64)))
+            kernels.append(load_module(ok.key, ok.source).kernel2)
         with ar.stream_scope(self._stream):
-            ar.launcher(kernel, 1, 1, self._stream)(0, *([1] * (len(ok.n) - 1)), *args)
+            for k in kernels:
+                ar.launcher(k, 1, 1, self._stream)(0, *([1] * (len(ok.n) - 1)), *args)
 
     # -- the compiled steps -------------------------------------------------------------------
     def _const(self, lit: Lit):
@@ -593,9 +598,11 @@ class Executable:
                        for a in e.inputs]
                 ok = prog.op_kernels.get(s.eqn)
                 if ok is not None:
-                    kernel = load_module(ok.key, ok.source).kernel
-                    launch = ar.launcher(kernel, ok.grid, ok.block, self._stream)
-                    steps.append(_index_step(ar, ok, launch, ins, slot[e.outputs[0]],
+                    mod = load_module(ok.key, ok.source)
+                    launches = [ar.launcher(k, ok.grid, ok.block, self._stream)
+                                for k in ((mod.kernel, mod.kernel2) if ok.kind == "scatter_set"
+                                          else (mod.kernel,))]
+                    steps.append(_index_step(ar, ok, launches, ins, slot[e.outputs[0]],
                                              e.outputs[0].aval))
                     continue
                 steps.append(_op_step(ar, e, ins, [slot[o] for o in e.outputs]))
@@ -846,24 +853,29 @@ def _dummy(ctx: _Ctx, dt):
     return d
 
 
-def _index_step(ar, ok: OpKernel, launch, ins, out_slot, out_aval):
-    """gather: ``out = x[idx]`` into a new array; scatter-add: a copy of ``x``, then the
-    kernel's atomic adds of ``v``."""
+def _index_step(ar, ok: OpKernel, launches, ins, out_slot, out_aval):
+    """gather: ``out = x[idx]`` into a new array. scatter: a copy of ``x``, then the atomic
+    adds of ``v`` (add), or the owner pass and the owners' writes (set: every target's owner,
+    -1 before, is the last update to it)."""
     n = ok.n
-    gather = ok.kind == "gather"
+    kind = ok.kind
     shape, dtype = out_aval.shape, out_aval.dtype
 
     def step(ctx: _Ctx):
         env = ctx.env
         args = [x[1] if x[0] == "const" else env[x[1]] for x in ins]
-        if gather:
+        if kind == "gather":
             out = ar.empty(shape, dtype)
-            launch(*n, ar.kernel_arg(args[0]), *[ar.kernel_arg(a) for a in args[1:]],
-                   ar.kernel_arg(out))
+            launches[0](*n, ar.kernel_arg(args[0]), *[ar.kernel_arg(a) for a in args[1:]],
+                        ar.kernel_arg(out))
         else:
             out = ar.copy(args[0])
-            launch(*n, ar.kernel_arg(out), *[ar.kernel_arg(a) for a in args[2:]],
-                   ar.kernel_arg(args[1]))
+            kargs = [ar.kernel_arg(out), *[ar.kernel_arg(a) for a in args[2:]],
+                     ar.kernel_arg(args[1])]
+            if kind == "scatter_set":
+                kargs.append(ar.kernel_arg(ar.full(shape, -1, np.int64)))
+            for launch in launches:
+                launch(*n, *kargs)
         env[out_slot] = out
     return step
 
