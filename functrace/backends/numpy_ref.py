@@ -96,9 +96,17 @@ class Plan:
         return [env[i] for i in self.out_slots]
 
     def run_on_device(self, xp, args) -> list:
-        """Run with array module ``xp`` (cupy): host arguments and literals are copied to the
-        current device (literals once per device), outputs are device arrays."""
+        """Run with array module ``xp`` (cupy) on the device of the first device argument:
+        host arguments and literals are copied there (literals once per device), outputs are
+        device arrays."""
         dev = _device_id(next(a for a in args if on_device(a)))
+        cuda = getattr(xp, "cuda", None)
+        if dev is None or cuda is None:
+            return self._run_on_device(xp, args, dev)
+        with cuda.Device(dev):
+            return self._run_on_device(xp, args, dev)
+
+    def _run_on_device(self, xp, args, dev) -> list:
         consts = self.device_consts.get((id(xp), dev))
         if consts is None:
             consts = self.device_consts[(id(xp), dev)] = [xp.asarray(c) for c in self.consts]
