@@ -81,11 +81,19 @@ class Plan:
         self.n_slots = n_vars
 
     def __call__(self, *args):
-        env = list(args)
+        return self._execute(list(args), self.consts, None)
+
+    def _execute(self, env, consts, xp) -> list:
+        """Run the steps over ``env`` (the arguments); ``xp``: the device array module whose
+        impls may fall back to the host (``run_impl_on_device``), or None on the host."""
         env.extend([None] * (self.n_slots - self.n_in))
-        env.extend(self.consts)
-        for impl, ins, params, outs, multi, frees in self.steps:
-            res = impl(*[env[i] for i in ins], **params)
+        env.extend(consts)
+        for k, (impl, ins, params, outs, multi, frees) in enumerate(self.steps):
+            if xp is None:
+                res = impl(*[env[i] for i in ins], **params)
+            else:
+                res = run_impl_on_device(self.names[k], impl, [env[i] for i in ins], params,
+                                         multi, xp)
             if multi:
                 for o, r in zip(outs, res):
                     env[o] = r
@@ -110,19 +118,7 @@ class Plan:
         consts = self.device_consts.get((id(xp), dev))
         if consts is None:
             consts = self.device_consts[(id(xp), dev)] = [xp.asarray(c) for c in self.consts]
-        env = [a if on_device(a) else xp.asarray(a) for a in args]
-        env.extend([None] * (self.n_slots - self.n_in))
-        env.extend(consts)
-        for name, (impl, ins, params, outs, multi, frees) in zip(self.names, self.steps):
-            res = run_impl_on_device(name, impl, [env[i] for i in ins], params, multi, xp)
-            if multi:
-                for o, r in zip(outs, res):
-                    env[o] = r
-            else:
-                env[outs[0]] = res
-            for f in frees:
-                env[f] = None
-        return [env[i] for i in self.out_slots]
+        return self._execute([a if on_device(a) else xp.asarray(a) for a in args], consts, xp)
 
 
 def _device_id(x):
