@@ -151,14 +151,6 @@ def _fingerprint(fun, depth: int = 0) -> tuple:
 _FunctionType = type(_fingerprint)
 
 
-def _cell_full(c):
-    try:
-        _ = c.cell_contents
-    except ValueError:   # an empty cell (a closure variable not assigned yet)
-        return False
-    return True
-
-
 def _abstract_key(leaves):
     """Shape/dtype signature of the leaves (cheap: no AVal objects for numpy arrays)."""
     key = []
