@@ -348,6 +348,31 @@ def _graph_variant(cp, make, args, want):
         os.environ.pop("FUNCTRACE_CUDA_GRAPHS", None)
 
 
+def _env_variant(cp, env: dict, make, args, want, what: str):
+    """The jitted function from ``make()`` compiled with the environment ``env`` (read when
+    it compiles), once it matches ``want``; None (saying why) otherwise."""
+    from functrace import tree_util
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        fv = make()
+        got = fv(*args)
+        for a, b in zip(tree_util.tree_leaves(got), tree_util.tree_leaves(want), strict=True):
+            if not bool(cp.allclose(a, b, rtol=1e-4, atol=1e-6)):
+                print(f"  {what}: result differs")
+                return None
+        return fv
+    except Exception as exc:
+        print(f"  {what}: failed: {type(exc).__name__}: {str(exc)[:200]}")
+        return None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _target(ok: bool) -> str:
     return "meets target" if ok else "MISSES target"
 
@@ -457,6 +482,17 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
     print(f"  value {float(v):.6f} vs hand {float(rv):.6f}; max rel grad diff "
           f"{max(errs):.1e}")
     fns = {"functrace": lambda: f(*dev), "cupy eager (hand grad)": lambda: cupy_vg(*dev)}
+    # the three skinny products (10 columns) run as generated kernels by default; with
+    # FUNCTRACE_CUDA_SKINNY=0 they go to cuBLAS, as before (docs/gpu.md)
+    fc = _env_variant(cp, {"FUNCTRACE_CUDA_SKINNY": "0"},
+                      lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
+                                     backend="cuda", eager=True), dev, (v, gs),
+                      "products on cuBLAS")
+    if fc is not None:
+        ex_c = next(iter(fc._cache.values())).run
+        print("  with FUNCTRACE_CUDA_SKINNY=0 (every product on cuBLAS):")
+        step_times(cp, ex_c, ex_c.lower(), lambda: fc(*dev))
+        fns["functrace, products on cuBLAS"] = lambda: fc(*dev)
     fg = _graph_variant(cp, lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
                                            backend="cuda", eager=True), dev, (v, gs))
     if fg is not None:
@@ -484,6 +520,9 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
     if "jax.jit" in med:
         r = med["functrace"] / med["jax.jit"]
         print(f"  functrace / jax.jit = {r:.2f}: {_target(r <= 1.1)} (<= 1.1)")
+        if "functrace, products on cuBLAS" in med:
+            r = med["functrace, products on cuBLAS"] / med["jax.jit"]
+            print(f"  functrace with every product on cuBLAS / jax.jit = {r:.2f}")
         if "functrace, CUDA graph" in med:
             r = med["functrace, CUDA graph"] / med["jax.jit"]
             print(f"  functrace with a CUDA graph / jax.jit = {r:.2f}: {_target(r <= 1.1)}")

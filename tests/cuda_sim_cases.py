@@ -21,6 +21,7 @@ to 2e-6 (reductions 2e-5); NaN/inf positions and signed zeros exactly; integers 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -249,8 +250,11 @@ def _red(kind, x, axes):
 # template gets small blocks (8 threads: the tree still has three levels)
 CONFIGS = {
     "block1": LaunchConfig(threads=8, sm_count=1, blocks_per_sm=2, strategy="block", nseg=1),
-    "block3": LaunchConfig(threads=8, sm_count=1, blocks_per_sm=2, strategy="block", nseg=3),
+    # segments combined by a block per output (a shared-memory tree) ...
+    "block3": LaunchConfig(threads=8, sm_count=1, blocks_per_sm=2, strategy="block", nseg=3,
+                           finish_thread_max=0),
     "thread1": LaunchConfig(threads=32, sm_count=2, blocks_per_sm=2, strategy="thread", nseg=1),
+    # ... and by a thread per output (finish_thread_max: 16 segments)
     "thread4": LaunchConfig(threads=16, sm_count=1, blocks_per_sm=2, strategy="thread", nseg=4),
 }
 
@@ -289,7 +293,11 @@ def test_fused_reductions_match_reference(kind, cfg):
                   if ks.spec.reduction is not None}
     assert strategies == {CONFIGS[cfg].strategy}
     if CONFIGS[cfg].nseg > 1:
-        assert any(ks.finish_key for ks in prog.kernels.values())
+        finishes = [ks for ks in prog.kernels.values() if ks.finish_key]
+        by_block = CONFIGS[cfg].finish_thread_max < CONFIGS[cfg].nseg
+        assert finishes and all(("cuda.shared.array" in ks.finish_source) == by_block
+                                and ks.launch.finish == ("block" if by_block else "thread")
+                                for ks in finishes)
     for a, b in zip(got, want, strict=True):
         assert_same(a, b, 1e-12)
 
@@ -355,6 +363,62 @@ def test_launch_configuration_adapts_to_the_shape():
 
 
 # --------------------------------------------------------------------------------------------
+# skinny contractions: dot_general as a generated reduction kernel (contraction_layout)
+# --------------------------------------------------------------------------------------------
+
+# (x shape, y shape, dimension numbers, layout the CUDA target picks with skinny=16)
+_SKINNY = [
+    ((24, 40), (40, 10), (((1,), (0,)), ((), ())), "outer"),     # h @ w2: K long, N small
+    ((24, 10), (40, 10), (((1,), (1,)), ((), ())), "outer"),     # d @ w2.T: K short
+    ((40, 24), (40, 10), (((0,), (0,)), ((), ())), "outer"),     # h.T @ d
+    ((24, 40), (40,), (((1,), (0,)), ((), ())), "inner"),        # matrix-vector along rows
+    ((2, 40), (6, 40), (((1,), (1,)), ((), ())), "inner"),       # y rows, contracted
+    ((2, 5, 30), (2, 30, 10), (((2,), (1,)), ((0,), (0,))), "outer"),  # batched
+    ((2, 5, 30), (2, 30, 3), (((2,), (1,)), ((0,), (0,))), "inner"),   # batched, N = 3
+    ((4, 3, 6, 5), (5, 6, 2), (((3, 2), (0, 1)), ((), ())), "inner"),  # two contracting axes
+    ((6, 5, 4), (5, 6, 9), (((0, 1), (1, 0)), ((), ())), "outer"),     # ... not innermost
+    ((30,), (30,), (((0,), (0,)), ((), ())), "inner"),           # a dot of vectors
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs,ys,dn,layout", _SKINNY)
+def test_skinny_contractions_run_as_reduction_kernels(xs, ys, dn, layout, dtype):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(dtype)
+    y = rng.standard_normal(ys).astype(dtype)
+    g = graph_of(lambda a, b: [ops.dot_general(a, b, dn)], AVal(xs, dtype), AVal(ys, dtype))
+    assert numba_cuda.contraction_layout(g.eqns[0], SIM) == layout
+    ex, got, want = run_both(g, [x, y])
+    prog = ex.lower()
+    assert not ex.compile_failures and len(prog.plan.steps) == 1
+    (ks,) = prog.kernels.values()
+    assert fused_ops(ex) == {"mul", "reduce_sum"}
+    assert ks.launch.strategy == ("thread" if layout == "outer" else "block")
+    tol = 2e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got[0], want[0], rtol=tol, atol=tol)
+    assert got[0].dtype == want[0].dtype and got[0].shape == want[0].shape
+
+
+def test_skinny_contraction_of_a_literal_and_with_segments():
+    # a closed-over weight is a literal operand of the kernel; a long contraction is cut into
+    # segments, combined by the per-thread finish kernel
+    w = np.random.default_rng(12).standard_normal((200, 10))
+    x = np.random.default_rng(13).standard_normal((40, 200))
+    g = graph_of(lambda a: [ops.dot_general(a, w, (((1,), (0,)), ((), ())))],
+                 AVal(x.shape, x.dtype))
+    ex, got, want = run_both(g, [x])
+    (ks,) = ex.lower().kernels.values()
+    assert ks.launch.nseg > 1 and ks.launch.finish == "thread"
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-12)
+    # skinny=0: the product is an op step (cupy's matmul on a GPU), as before
+    ex0 = Executable(g, eager=True, arrays=HostArrays(),
+                     config=dataclasses.replace(SIM, skinny=0))
+    np.testing.assert_allclose(ex0(x)[0], want[0], rtol=1e-12, atol=1e-12)
+    assert not ex0.lower().kernels
+
+
+# --------------------------------------------------------------------------------------------
 # the executor: dispatch over the plan, pool, donation, tiers, fallback
 # --------------------------------------------------------------------------------------------
 
@@ -373,8 +437,12 @@ def _mlp_args(dtype, rng):
             rng.standard_normal((8, 12)).astype(dtype), rng.integers(0, 5, 8))
 
 
+@pytest.mark.parametrize("skinny", ["0", "16"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_mlp_gradient_mixes_kernels_matmuls_and_gathers(dtype):
+def test_mlp_gradient_mixes_kernels_matmuls_and_gathers(dtype, skinny, monkeypatch):
+    # FUNCTRACE_CUDA_SKINNY=0: every product runs through the matrix library (cupy's role);
+    # 16: these small products (all five) run as generated reduction kernels instead
+    monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", skinny)
     rng = np.random.default_rng(7)
     args = _mlp_args(dtype, rng)
     gfn = ft.value_and_grad(_mlp_loss, argnums=(0, 1, 2))
@@ -384,7 +452,14 @@ def test_mlp_gradient_mixes_kernels_matmuls_and_gathers(dtype):
     ex = next(iter(jf._cache.values())).run
     prog = ex.lower()
     names = [prog.graph.eqns[s.eqn].op.name for s in prog.plan.steps if not isinstance(s, Group)]
-    assert "dot_general" in names and prog.kernels and not ex.compile_failures
+    products = [ks for ks in prog.kernels.values()
+                if "mul" in {prog.graph.eqns[i].op.name for i in ks.group.eqns}
+                and ks.spec.reduction is not None and ks.spec.ndim == 3]
+    if skinny == "0":
+        assert names.count("dot_general") == 5 and not products
+    else:
+        assert "dot_general" not in names and len(products) == 5
+    assert prog.kernels and not ex.compile_failures
     tol = 2e-5 if dtype == "float32" else 1e-12
     for a, b in zip(tree_util.tree_leaves(got), tree_util.tree_leaves(want), strict=True):
         assert a.dtype == b.dtype

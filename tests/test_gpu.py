@@ -263,3 +263,25 @@ def test_cuda_graph_with_cublas_and_cupy_steps_is_correct_captured_or_not(monkey
         hv, hg = ft.value_and_grad(loss)(cp.asnumpy(w), cp.asnumpy(x), cp.asnumpy(labels))
         _close(v, hv, 1e-5)
         _close(g, hg, 1e-4)
+
+
+@pytest.mark.parametrize("skinny", ["0", "16"])
+def test_skinny_products_at_real_sizes_match_cublas(skinny, monkeypatch):
+    # the MLP's three products with 10 columns: generated kernels (16, the default) or cuBLAS
+    # (0); float32 products, float64 sums in the kernels
+    monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", skinny)
+    rng = np.random.default_rng(5)
+    h = rng.standard_normal((4096, 2048)).astype(np.float32)
+    w = rng.standard_normal((2048, 10)).astype(np.float32)
+    d = rng.standard_normal((4096, 10)).astype(np.float32)
+
+    def f(h, w, d):
+        return h @ w, d @ w.T, h.T @ d
+
+    jf = ft.jit(f, backend="cuda", eager=True)
+    got = jf(*(cp.asarray(a) for a in (h, w, d)))
+    want = [h.astype(np.float64) @ w, d.astype(np.float64) @ w.T.astype(np.float64),
+            h.T.astype(np.float64) @ d]
+    _close(got, [x.astype(np.float32) for x in want], 1e-4)
+    prog = next(iter(jf._cache.values())).run.lower()
+    assert len(prog.kernels) == (3 if skinny == "16" else 0)

@@ -691,14 +691,37 @@ def _store_guard(w: _W, blk: bool) -> int:
 
 
 def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish",
-                  decorator: str = "") -> str:
+                  decorator: str = "", per_thread: bool = False) -> str:
     """The kernel combining segment partials: ``fn(nk, nseg, p0, p1, r)``, a block per output
-    (launch with ``block`` threads)."""
+    (launch with ``block`` threads), or with ``per_thread`` a thread per output adding its
+    few partials in order (no shared memory, no barriers: many outputs of few segments each,
+    as a skinny product's, would otherwise spend a block's tree on a handful of values)."""
     adt = np.dtype(acc_dt)
     w = _W()
     if decorator:
         w(0, decorator)
     w(0, f"def {fn_name}(nk, nseg, p0, p1, r):")
+    if per_thread:
+        w(1, "for k in range(cuda.grid(1), nk, cuda.gridsize(1)):")
+        if kind == "logsumexp":
+            zero = _c(0, adt)
+            w(2, f"m = {_c(-np.inf, adt)}")
+            w(2, "for s in range(nseg):")
+            w(3, f"m = {_max('m', 'p0[k, s]')}")
+            w(2, f"shift = {_lse_shift('m', adt)}")
+            w(2, f"acc = {zero}")
+            w(2, "for s in range(nseg):")
+            w(3, "l = p1[k, s]")
+            w(3, f"if l != {zero}:")
+            w(4, f"acc = acc + l * math.exp({_lse_shift('p0[k, s]', adt)} - shift)")
+            final = f"{_safe_log('acc', adt)} + shift"
+        else:
+            w(2, f"acc = {_identity(kind, adt)}")
+            w(2, "for s in range(nseg):")
+            w(3, f"acc = {_combine(kind, 'acc', 'p0[k, s]', adt)}")
+            final = "acc"
+        w(2, f"r[k] = {_cast(out_dt, final)}")
+        return w.text()
     w(1, f"sm = cuda.shared.array({block}, {dtype_ctor(adt)})")
     w(1, "tid = cuda.threadIdx.x")
     w(1, "nthr = cuda.blockDim.x")

@@ -52,6 +52,7 @@ import time
 import numpy as np
 
 from ..core import Graph, Lit, Var
+from ..passes.contract import contraction_sizes, contractions_as_reductions
 from ..passes.fusion import Group, plan_fusion
 from ..passes.memory import escaping_values, plan_buffers, step_io
 from . import cuda_codegen as cg
@@ -78,6 +79,15 @@ log = logging.getLogger("functrace")
 # launch configuration
 # --------------------------------------------------------------------------------------------
 
+def _skinny_default() -> int:
+    return int(os.environ.get("FUNCTRACE_CUDA_SKINNY", "") or SKINNY_MAX)
+
+
+#: contractions with a contracting size, or a free size on one side, of at most this many
+#: elements run as generated reduction kernels, not cuBLAS (``contraction_layout``)
+SKINNY_MAX = 16
+
+
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """How groups are launched (plan-time, shape-specific).
@@ -90,7 +100,14 @@ class LaunchConfig:
             (and the innermost loop axis reduced); otherwise the thread template runs.
         segment_min, thread_segment_min: a reduction is split into segments of no fewer
             elements than this (block template, thread template).
+        finish_thread_max: up to this many segments an output, the finish kernel gives each
+            output a thread (a serial sum of a few partials) rather than a block and a
+            shared-memory tree.
         strategy, nseg: force the reduction template / segment count (tests).
+        skinny: contractions whose contracting size or smaller free size is at most this
+            run as generated reduction kernels (``contraction_layout``); 0: every
+            contraction goes to cuBLAS. Default ``SKINNY_MAX``, or the environment variable
+            ``FUNCTRACE_CUDA_SKINNY``.
     """
 
     threads: int = 256
@@ -99,8 +116,10 @@ class LaunchConfig:
     block_reduce_min: int = 64
     segment_min: int = 4096
     thread_segment_min: int = 64
+    finish_thread_max: int = 16
     strategy: str | None = None
     nseg: int | None = None
+    skinny: int = dataclasses.field(default_factory=_skinny_default)
 
     def __post_init__(self):
         if self.threads < 1 or self.threads & (self.threads - 1):
@@ -120,6 +139,7 @@ class Launch:
     nseg: int = 1
     nk: int = 1
     finish_grid: int = 1
+    finish: str = "block"  # "block": a block per output; "thread": a thread per output
 
 
 def choose_launch(spec, extents, cfg: LaunchConfig, sm: int) -> Launch:
@@ -146,14 +166,57 @@ def choose_launch(spec, extents, cfg: LaunchConfig, sm: int) -> Launch:
         want = sm * 4                          # blocks that fill the machine
         nseg = 1 if nk >= want else max(1, min(-(-want // nk), nr // cfg.segment_min))
     else:
-        want = sm * 1024                       # threads that fill the machine
-        nseg = 1 if nk * 4 >= want else max(1, min(-(-want // nk),
+        # a full machine of threads (2,048 an SM), so long serial loops hide their latency:
+        # a skinny product's 40,960 outputs of 2,048 terms each run as 7 segments
+        want = sm * 2048
+        nseg = 1 if nk * 2 >= want else max(1, min(-(-want // nk),
                                                    nr // cfg.thread_segment_min))
     if cfg.nseg is not None:
         nseg = max(1, min(cfg.nseg, nr))
     units = nk * nseg
     grid = min(units if strategy == "block" else -(-units // t), max_blocks)
+    if 1 < nseg <= cfg.finish_thread_max:
+        return Launch(strategy, max(1, grid), t, nseg, nk, min(-(-nk // t), max_blocks),
+                      "thread")
     return Launch(strategy, max(1, grid), t, nseg, nk, min(max(1, nk), max_blocks))
+
+
+def contraction_layout(e, cfg: LaunchConfig) -> str | None:
+    """How the CUDA target runs a ``dot_general`` equation: None for cuBLAS (through cupy),
+    or the loop-nest layout of a generated reduction kernel (``passes.contract``).
+
+    cuBLAS tiles a product for a large output; a skinny one -- a contracting size, or one
+    side's free size, of at most ``cfg.skinny`` elements (``(4096, 2048) @ (2048, 10)``, the
+    outer-product-like ``(4096, 10) @ (10, 2048)``, ``h.T @ d`` with ``d`` of 10 columns) --
+    leaves most of the GPU idle in it (89-129 us each on an H200 where its bytes take a
+    few). As a reduction group of the fusion plan it runs as one generated kernel:
+
+    * "outer" (contracting axes first, a thread per output, adjacent threads on adjacent
+      outputs, long sums cut into segments) wherever the larger operand is then read along
+      its rows or re-read from L1: its innermost axis is not contracted, the contraction is
+      short, or the other side's free size is >= 8 (a warp then spans at most four rows);
+    * "inner" (contracting axes innermost: a block of threads per output reads a row,
+      coalesced) for a matrix-vector-like product along the larger operand's rows.
+
+    Only float32/float64 operands of one dtype; empty contractions stay with cupy.
+    """
+    small = cfg.skinny
+    if small <= 0:
+        return None
+    x, y = e.inputs
+    dt = e.outputs[0].aval.dtype
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)) or x.aval.dtype != dt \
+            or y.aval.dtype != dt:
+        return None
+    _b, m, n, k = contraction_sizes(e)
+    if min(_b, m, n, k) == 0 or (k > small and min(m, n) > small):
+        return None
+    (xc, yc), _ = e.params["dimension_numbers"]
+    big_x = x.aval.size >= y.aval.size
+    big, contracted = (x, xc) if big_x else (y, yc)
+    if k <= small or big.aval.ndim == 0 or big.aval.ndim - 1 not in contracted:
+        return "outer"
+    return "outer" if big_x and n >= 8 else "inner"
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,7 +277,8 @@ class KernelStep:
         self.finish_key = self.finish_source = None
         if red is not None and launch.nseg > 1:
             self.finish_key, self.finish_source = module_source(cg.render_finish(
-                red.kind, self.acc, red.dtype, cfg.threads, "finish", _DECORATOR))
+                red.kind, self.acc, red.dtype, cfg.threads, "finish", _DECORATOR,
+                per_thread=launch.finish == "thread"))
 
 
 class OpKernel:
@@ -390,6 +454,7 @@ class Executable:
         self._arrays = arrays
         self._config = config
         self._program: Program | None = None
+        self._lowered: tuple | None = None
         self._steps = None
         self._stream = None
         self._pools: list = []
@@ -408,17 +473,28 @@ class Executable:
     def _cfg_sm(self, need_device: bool) -> tuple[LaunchConfig, int]:
         cfg = self._config
         if cfg is None:
-            cfg = SIM_CONFIG if (self._arrays is not None and self._arrays.simulated) or \
+            cfg = dataclasses.replace(SIM_CONFIG, skinny=_skinny_default()) if \
+                (self._arrays is not None and self._arrays.simulated) or \
                 (self._arrays is None and simulator_enabled()) else LaunchConfig()
         sm = cfg.sm_count
         if sm is None:
             sm = self.arrays.sm_count() if need_device else 132
         return cfg, sm
 
+    def _target_graph(self, cfg: LaunchConfig) -> Graph:
+        """The graph the kernels are planned from: ``self.graph`` with its skinny contractions
+        written as reductions (``contraction_layout``). Made once per configuration, so a
+        re-plan after a compile failure sees the same equations. (The reference interpreter
+        runs ``self.graph``: it would store a rewritten product's whole loop nest.)"""
+        if self._lowered is None or self._lowered[0] != cfg.skinny:
+            g = contractions_as_reductions(self.graph, lambda e: contraction_layout(e, cfg))
+            self._lowered = (cfg.skinny, g)
+        return self._lowered[1]
+
     def lower(self) -> Program:
         if self._program is None:
             cfg, sm = self._cfg_sm(need_device=self._arrays is not None)
-            self._program = Program(self.graph, cfg, sm, self.donate)
+            self._program = Program(self._target_graph(cfg), cfg, sm, self.donate)
         return self._program
 
     @property
@@ -440,7 +516,7 @@ class Executable:
             if self._program is not None and self._program.sm != sm:
                 self._program = None          # lowered without the device: redo with its SMs
             if self._program is None:
-                self._program = Program(self.graph, cfg, sm, self.donate)
+                self._program = Program(self._target_graph(cfg), cfg, sm, self.donate)
             prog = self._program
             if self._stream is None:
                 self._stream = ar.new_stream()
@@ -451,7 +527,7 @@ class Executable:
                 failed, failed_ops = [], []
                 for i, ok in prog.op_kernels.items():
                     try:
-                        self._warm_up_op(self.graph.eqns[i], ok)
+                        self._warm_up_op(prog.graph.eqns[i], ok)
                     except Exception as exc:
                         log.warning("functrace: CUDA kernel for %s (equation %d) failed, "
                                     "running its impl instead: %s", ok.kind, i, str(exc)[:500])
@@ -461,14 +537,14 @@ class Executable:
                     try:
                         self._warm_up(ks)
                     except Exception as exc:   # typing/compile errors
-                        names = " ".join(self.graph.eqns[i].op.name for i in ks.group.eqns)
+                        names = " ".join(prog.graph.eqns[i].op.name for i in ks.group.eqns)
                         log.warning("functrace: CUDA kernel for group %d (%s) failed, running "
                                     "it as single ops: %s", ks.group.id, names, str(exc)[:500])
-                        failed.extend(id(self.graph.eqns[i]) for i in ks.group.eqns)
+                        failed.extend(id(prog.graph.eqns[i]) for i in ks.group.eqns)
                         self.compile_failures.append(str(exc))
                 if not failed and not failed_ops:
                     break
-                prog = self._program = Program(self.graph, prog.cfg, prog.sm, self.donate,
+                prog = self._program = Program(prog.graph, prog.cfg, prog.sm, self.donate,
                                                prog.no_fuse | frozenset(failed),
                                                prog.no_op_kernels | frozenset(failed_ops))
             if dbg >= 2:
@@ -533,7 +609,7 @@ class Executable:
 
     def _build_steps(self, prog: Program):
         """Closures, one per plan step, over an environment list (inputs first)."""
-        ar, g = self.arrays, self.graph
+        ar, g = self.arrays, prog.graph
         bp = prog.buffers
         slot: dict[Var, int] = {v: i for i, v in enumerate(g.inputs)}
         for e in g.eqns:
@@ -915,7 +991,7 @@ def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
     """
     graphs = _graphs_default() if graphs is None else bool(graphs)
     key = (graph, tuple(donate), eager, hot_after, id(arrays) if arrays is not None else None,
-           config, graphs)
+           config, graphs, _skinny_default() if config is None else None)
     ex = _exec_strong.get(key)
     if ex is None:
         ex = Executable(graph, donate=donate, eager=eager, hot_after=hot_after, arrays=arrays,
