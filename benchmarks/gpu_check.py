@@ -493,6 +493,17 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
         print("  with FUNCTRACE_CUDA_SKINNY=0 (every product on cuBLAS):")
         step_times(cp, ex_c, ex_c.lower(), lambda: fc(*dev))
         fns["functrace, products on cuBLAS"] = lambda: fc(*dev)
+    # opt-in: the large products through cuBLASLt, its fastest algorithm per shape
+    # (FUNCTRACE_CUDA_GEMM=lt, functrace/backends/cublaslt.py)
+    fl = _env_variant(cp, {"FUNCTRACE_CUDA_GEMM": "lt"},
+                      lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
+                                     backend="cuda", eager=True), dev, (v, gs),
+                      "products on cuBLASLt")
+    if fl is not None:
+        ex_l = next(iter(fl._cache.values())).run
+        print("  with FUNCTRACE_CUDA_GEMM=lt (large products on cuBLASLt, tuned):")
+        step_times(cp, ex_l, ex_l.lower(), lambda: fl(*dev))
+        fns["functrace, cuBLASLt"] = lambda: fl(*dev)
     fg = _graph_variant(cp, lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
                                            backend="cuda", eager=True), dev, (v, gs))
     if fg is not None:
@@ -523,6 +534,10 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
         if "functrace, products on cuBLAS" in med:
             r = med["functrace, products on cuBLAS"] / med["jax.jit"]
             print(f"  functrace with every product on cuBLAS / jax.jit = {r:.2f}")
+        if "functrace, cuBLASLt" in med:
+            r = med["functrace, cuBLASLt"] / med["jax.jit"]
+            print(f"  functrace with cuBLASLt products / jax.jit = {r:.2f}: "
+                  f"{_target(r <= 1.1)} (<= 1.1)")
         if "functrace, CUDA graph" in med:
             r = med["functrace, CUDA graph"] / med["jax.jit"]
             print(f"  functrace with a CUDA graph / jax.jit = {r:.2f}: {_target(r <= 1.1)}")
@@ -542,6 +557,21 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
             jt(xj, dj).block_until_ready()
         gemms["jax x @ w1 (highest)"] = lambda: jm(xj, wj)
         gemms["jax x.T @ da (highest)"] = lambda: jt(xj, dj)
+    try:           # the same products through tuned cuBLASLt plans (cublaslt.Lt)
+        from functrace.backends.cublaslt import GemmShape, Lt
+        lt, st = Lt.get(), cp.cuda.Stream(non_blocking=False)
+        for name, sh, a, b in (
+                ("lt x @ w1", GemmShape(batch, 2048, 784, False, False, "float32"), x, w1),
+                ("lt x.T @ da", GemmShape(784, 2048, batch, True, False, "float32"), x, da)):
+            plan = lt.plan(sh, st)
+            print(f"  cuBLASLt {name[3:]}: {plan.candidates} candidates timed; "
+                  f"{'cupy matmul kept' if plan.algo is None else 'an Lt algorithm chosen'}")
+            if plan.algo is not None:
+                o = cp.empty((sh.m, sh.n), np.float32)
+                gemms[name] = (lambda p, a, b, o: lambda: lt.run(p, a, b, o, st.ptr))(
+                    plan, a, b, o)
+    except Exception as exc:
+        print(f"  cuBLASLt unavailable: {type(exc).__name__}: {str(exc)[:200]}")
     gmed = bench(cp, gemms, rounds, seconds)
     flop = 2 * batch * 784 * 2048
     print("  " + "; ".join(f"{k} {v * 1e3:.3f} ms ({flop / v / 1e12:.0f} TFLOP/s)"

@@ -437,6 +437,45 @@ def _mlp_args(dtype, rng):
             rng.standard_normal((8, 12)).astype(dtype), rng.integers(0, 5, 8))
 
 
+class _RecordingGemm(HostArrays):
+    """The simulator's adapter, counting the products the executor hands to ``gemm``."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def gemm(self, shape, stream):
+        self.shapes.append(shape)
+        return super().gemm(shape, stream)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cublaslt_product_steps_compute_the_mlp_gradient(dtype, monkeypatch):
+    # FUNCTRACE_CUDA_GEMM=lt: every product that is one matrix product runs through the
+    # adapter's gemm (cuBLASLt on a GPU; here its column-major description run by numpy)
+    monkeypatch.setenv("FUNCTRACE_CUDA_GEMM", "lt")
+    monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", "0")
+    args = _mlp_args(dtype, np.random.default_rng(7))
+    gfn = ft.value_and_grad(_mlp_loss, argnums=(0, 1, 2))
+    g = ft.jit(gfn).lower(*args).graph
+    arrays = _RecordingGemm()
+    ex = Executable(g, eager=True, arrays=arrays)
+    flat = [np.asarray(a) for a in args]
+    got = ex(*flat)
+    want = numpy_ref.run(g, flat)
+    assert len(arrays.shapes) == 5 and not ex.compile_failures
+    assert {(s.x_t, s.y_t) for s in arrays.shapes} >= {(False, False), (True, False),
+                                                       (False, True)}
+    tol = 2e-5 if dtype == "float32" else 1e-12
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    # a strided operand takes the op's impl (a transposed view passed in)
+    w1t = np.asfortranarray(flat[0])
+    got2 = ex(w1t, *flat[1:])
+    for a, b in zip(got2, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("skinny", ["0", "16"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_mlp_gradient_mixes_kernels_matmuls_and_gathers(dtype, skinny, monkeypatch):

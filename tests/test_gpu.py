@@ -285,3 +285,25 @@ def test_skinny_products_at_real_sizes_match_cublas(skinny, monkeypatch):
     _close(got, [x.astype(np.float32) for x in want], 1e-4)
     prog = next(iter(jf._cache.values())).run.lower()
     assert len(prog.kernels) == (3 if skinny == "16" else 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cublaslt_products_match_cupy_in_every_layout(dtype, monkeypatch):
+    # FUNCTRACE_CUDA_GEMM=lt: each product is tuned (cuBLASLt candidates and cupy's matmul
+    # timed) and run by the winner; x @ y, x.T @ y, x @ y.T, x.T @ y.T and a (B, T, D) @ W
+    monkeypatch.setenv("FUNCTRACE_CUDA_GEMM", "lt")
+    monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", "0")
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((384, 256)).astype(dtype)
+    b = rng.standard_normal((256, 320)).astype(dtype)
+    c = rng.standard_normal((4, 96, 256)).astype(dtype)
+
+    def f(a, b, c):
+        return a @ b, a.T @ a, b @ b.T, (a @ b).T @ a, c @ b
+
+    jf = ft.jit(f, backend="cuda", eager=True)
+    got = jf(*(cp.asarray(v) for v in (a, b, c)))
+    want = f(*(v.astype(np.float64) for v in (a, b, c)))
+    _close(got, [w.astype(dtype) for w in want], 1e-4 if dtype == "float32" else 1e-10)
+    from functrace.backends.cublaslt import Lt
+    assert Lt.get().plans                       # the library loaded and tuned these shapes

@@ -207,6 +207,15 @@ class HostArrays:
     def sm_count(self) -> int:
         return 2
 
+    def contiguous(self, x) -> bool:
+        return x.flags.c_contiguous
+
+    def gemm(self, shape, stream):
+        """A product ``fn(x, y, out)`` for ``shape`` (``cublaslt.GemmShape``): the column-major
+        description cuBLASLt would get, executed with numpy."""
+        from .cublaslt import ColMajorGemm
+        return ColMajorGemm(shape)
+
 
 class CupyArrays:
     """cupy arrays on the current CUDA device; kernels launched by numba.cuda on our stream."""
@@ -328,6 +337,27 @@ class CupyArrays:
     def sm_count(self) -> int:
         dev = self.cp.cuda.Device()
         return int(dev.attributes["MultiProcessorCount"])
+
+    def contiguous(self, x) -> bool:
+        return x._c_contiguous
+
+    def gemm(self, shape, stream):
+        """A product ``fn(x, y, out)`` for ``shape`` on our stream, tuned now: cuBLASLt's
+        fastest algorithm for it, or cupy's matmul where that was as fast (``cublaslt.Lt``).
+        Raises if cuBLASLt cannot be used."""
+        from .cublaslt import Lt
+        lt = Lt.get()
+        plan = lt.plan(shape, stream[0])
+        if plan.algo is None:
+            cp, xt, yt = self.cp, shape.x_t, shape.y_t
+            xs, ys = shape.x_shape, shape.y_shape
+
+            def by_cupy(x, y, out):
+                xm, ym = x.reshape(xs), y.reshape(ys)
+                cp.matmul(xm.T if xt else xm, ym.T if yt else ym, out=out)
+            return by_cupy
+        ptr = stream[2]
+        return lambda x, y, out: lt.run(plan, x, y, out, ptr)
 
 
 def _dim3(d) -> tuple[int, int, int]:

@@ -52,11 +52,13 @@ import time
 import numpy as np
 
 from ..core import Graph, Lit, Var
+from ..ops.dot import dot_general_p
 from ..passes.contract import contraction_sizes, contractions_as_reductions
 from ..passes.fusion import Group, plan_fusion
 from ..passes.memory import escaping_values, plan_buffers, step_io
 from . import cuda_codegen as cg
 from .codegen import Unsupported, build_spec, spec_key
+from .cublaslt import gemm_shape_of
 from .cuda_device import (
     CupyArrays,
     HostArrays,
@@ -442,6 +444,7 @@ class Executable:
                  hot_after: int | None = None, arrays=None, config: LaunchConfig | None = None,
                  graphs: bool | None = None):
         self.graph = graph
+        self.gemm = _gemm_default()
         self.graphs = _graphs_default() if graphs is None else bool(graphs)
         self._replay: _Replay | None = None
         self._graph_state = "off" if (not self.graphs or donate) else "pending"
@@ -672,6 +675,10 @@ class Executable:
                 e = g.eqns[s.eqn]
                 ins = [("const", self._const(a)) if isinstance(a, Lit) else ("env", slot[a])
                        for a in e.inputs]
+                gemm = self._gemm(e)
+                if gemm is not None:
+                    steps.append(_gemm_step(ar, gemm, e, ins, slot[e.outputs[0]]))
+                    continue
                 ok = prog.op_kernels.get(s.eqn)
                 if ok is not None:
                     mod = load_module(ok.key, ok.source)
@@ -688,6 +695,25 @@ class Executable:
         donors = [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)]
         self._views, self._scratch = views, scratch
         return steps, n_env, out_refs, donors
+
+    def _gemm(self, e):
+        """With ``FUNCTRACE_CUDA_GEMM=lt``: (product, shape) for a ``dot_general`` that is one
+        matrix product, tuned now (``cublaslt``); else None (the op's impl: cupy's matmul)."""
+        if self.gemm != "lt" or e.op is not dot_general_p:
+            return None
+        shape = gemm_shape_of(e)
+        make = getattr(self.arrays, "gemm", None)
+        if shape is None or make is None:
+            return None
+        try:
+            with self.arrays.stream_scope(self._stream):
+                return make(shape, self._stream), shape
+        except Exception as exc:       # no libcublasLt, a failing call: cupy's path
+            if not _GEMM_WARNED:
+                _GEMM_WARNED.append(True)
+                log.warning("functrace: cuBLASLt products unavailable, using cupy's matmul "
+                            "(%s: %s)", type(exc).__name__, str(exc)[:300])
+            return None
 
     def _new_pool(self):
         ar, prog = self.arrays, self._program
@@ -843,6 +869,14 @@ def _graphs_default() -> bool:
     return os.environ.get("FUNCTRACE_CUDA_GRAPHS", "0") not in ("", "0")
 
 
+def _gemm_default() -> str:
+    """"cublas" (cupy's matmul) or "lt" (cuBLASLt, tuned per shape: ``cublaslt.Lt``)."""
+    v = os.environ.get("FUNCTRACE_CUDA_GEMM", "") or "cublas"
+    if v not in ("cublas", "lt"):
+        raise ValueError(f"FUNCTRACE_CUDA_GEMM must be 'cublas' or 'lt', got {v!r}")
+    return v
+
+
 class _Ctx:
     """Per-call state: the environment, the pool, and kernel arguments made this call."""
 
@@ -956,6 +990,29 @@ def _index_step(ar, ok: OpKernel, launches, ins, out_slot, out_aval):
     return step
 
 
+_GEMM_WARNED: list = []
+
+
+def _gemm_step(ar, gemm, e, ins, out_slot):
+    """A matrix product into a new array; operands that are not C-contiguous (a strided
+    input) take the op's impl."""
+    fn, shape = gemm
+    op, params = e.op, dict(e.params)
+    rows_cols = (shape.m, shape.n)
+    oshape, dt = e.outputs[0].aval.shape, e.outputs[0].aval.dtype
+
+    def step(ctx: _Ctx):
+        env = ctx.env
+        x, y = [a[1] if a[0] == "const" else env[a[1]] for a in ins]
+        if not (ar.contiguous(x) and ar.contiguous(y)):
+            env[out_slot] = ar.run_impl(op, [x, y], params)
+            return
+        out = ar.empty(rows_cols, dt)
+        fn(x, y, out)
+        env[out_slot] = out.reshape(oshape)
+    return step
+
+
 def _op_step(ar, e, ins, out_slots):
     op, params = e.op, dict(e.params)
     multi = op.multiple_results
@@ -991,7 +1048,7 @@ def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
     """
     graphs = _graphs_default() if graphs is None else bool(graphs)
     key = (graph, tuple(donate), eager, hot_after, id(arrays) if arrays is not None else None,
-           config, graphs, _skinny_default() if config is None else None)
+           config, graphs, _skinny_default() if config is None else None, _gemm_default())
     ex = _exec_strong.get(key)
     if ex is None:
         ex = Executable(graph, donate=donate, eager=eager, hot_after=hot_after, arrays=arrays,
