@@ -437,6 +437,18 @@ def _mlp_args(dtype, rng):
             rng.standard_normal((8, 12)).astype(dtype), rng.integers(0, 5, 8))
 
 
+def test_a_lone_elementwise_op_is_a_kernel_on_the_gpu():
+    # on the CPU a group of one cheap op runs numpy's ufunc; on the GPU our launch is cheaper
+    # than cupy's dispatch, so it gets a kernel (0-d and 1-d, with a literal operand)
+    g = graph_of(lambda x, s: [ops.mul(x, np.asarray(2.0)), ops.div(s, np.asarray(4.0))],
+                 AVal((10,), np.float64), AVal((), np.float64))
+    ex, got, want = run_both(g, [np.arange(10.0), np.asarray(3.0)])
+    prog = ex.lower()
+    assert len(prog.kernels) == 2 and all(isinstance(s, Group) for s in prog.plan.steps)
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 0)
+
+
 class _RecordingGemm(HostArrays):
     """The simulator's adapter, counting the products the executor hands to ``gemm``."""
 
