@@ -268,6 +268,26 @@ def test_cheap_forward_values_are_recomputed_not_stored():
         assert_same(p, q, 1e-13, atol=1e-13 * np.max(np.abs(q)))
 
 
+def test_cheap_values_are_recomputed_from_a_stored_costly_one():
+    # tanh's derivative 1 - t*t: t is stored anyway (the product reads it), so the backward
+    # kernel recomputes 1 - t*t from t rather than the forward kernel storing both
+    def fn(x, w):
+        t = ops.tanh(ops.mul(x, np.asarray(0.5)))
+        u = ops.sub(np.asarray(1.0), ops.mul(t, t))
+        d = ops.dot_general(t, w, (((1,), (0,)), ((), ())))       # BLAS: reads t
+        return [ops.tanh(ops.mul(d, u))]
+
+    g = graph_of(fn, AVal((64, 64), "float64"), AVal((64, 64), "float64"))
+    plan = plan_fusion(g, numba_cpu.fusible, numba_cpu.prefer_kernel)
+    first, second = [s for s in plan.steps if isinstance(s, Group)]
+    t_var, u_var = g.eqns[1].outputs[0], g.eqns[3].outputs[0]
+    assert [g.eqns[i].op.name for i in second.recomputed] == ["mul", "sub"]
+    assert first.outputs == [t_var] and u_var not in first.outputs
+    rng = np.random.default_rng(3)
+    _, got, want = run_both(g, [rng.normal(size=(64, 64)), rng.normal(size=(64, 64))])
+    assert_same(got[0], want[0], 1e-13, atol=1e-13 * np.max(np.abs(want[0])))
+
+
 def test_small_contractions_become_fused_loops():
     from functrace.backends.cpu_driver import SMALL_DOT, small_dots_as_loops
     rng = np.random.default_rng(4)

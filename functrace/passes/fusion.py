@@ -30,7 +30,9 @@ The rules (DESIGN.md, "compile latency is a first-class constraint"):
   loop shape recomputes it instead, when the value's defining equations are few and cheap
   (no transcendental math) and add at most one read to the later kernel: forward values
   are recomputed in the backward kernel instead of being stored, and the earlier group writes
-  the value only if someone else needs it.
+  the value only if someone else needs it. The recomputation may start from a costly value
+  of the earlier group that it writes anyway (read outside it): ``1 - t * t`` after
+  ``t = tanh(z)``, with ``t`` also read by a matrix product, is recomputed from ``t``.
 * Everything else (contractions, linalg, gathers, scans, sub-graph ops, ...) is a single-op
   step that runs the op's numpy impl, as is a group of one cheap equation (numpy's ufunc is as
   fast as a kernel there, and needs no compile).
@@ -344,6 +346,19 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
     member value is not elementwise)."""
     eqns = graph.eqns
     producer_eqn = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+    readers: dict[Var, set[int]] = {}
+    for i, e in enumerate(eqns):
+        for a in e.inputs:
+            if isinstance(a, Var):
+                readers.setdefault(a, set()).add(i)
+    graph_outputs = {a for a in graph.outputs if isinstance(a, Var)}
+
+    def stored(v: Var, h: Group) -> bool:
+        """Whether ``h`` writes ``v`` whatever the later groups recompute: an equation
+        outside ``h`` reads it, or the graph returns it."""
+        hset = set(h.eqns)
+        return v in graph_outputs or any(i not in hset for i in readers.get(v, ()))
+
     for g in groups:
         # values the group's shifted reads read: they must stay outside the group
         shifted_roots = set()
@@ -374,7 +389,8 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
                         continue
                     if amap != tuple(range(len(g.shape))):
                         continue
-                    found = _cheap_cone(root, h, eqns, producer_eqn, resolve)
+                    found = _cheap_cone(root, h, eqns, producer_eqn, resolve,
+                                        lambda v, h=h: stored(v, h))
                     if found is None:
                         continue
                     cone, leaves = found
@@ -395,9 +411,12 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
                     break
 
 
-def _cheap_cone(root, h: Group, eqns, producer_eqn, resolve):
-    """The equations of group ``h`` computing ``root`` from ``h``'s external reads, if they
-    are few and all cheap, with the external values they read; else None."""
+def _cheap_cone(root, h: Group, eqns, producer_eqn, resolve, stored=lambda v: False):
+    """The equations of group ``h`` computing ``root`` from values the later group can read,
+    if they are few and all cheap, with those values; else None. Readable: ``h``'s external
+    reads, and values of ``h`` that ``h`` writes anyway (``stored``: read outside ``h``) but
+    that are costly to recompute -- ``1 - h * h`` after ``h = tanh(z)`` is recomputed from the
+    stored ``h``, not from ``z``."""
     cone: list[int] = []
     leaves: set = set()
     stack = [root]
@@ -414,6 +433,9 @@ def _cheap_cone(root, h: Group, eqns, producer_eqn, resolve):
             continue
         e = eqns[i]
         if i == h.reduction or e.op.name not in CHEAP_OPS:
+            if v is not root and stored(v):
+                leaves.add(v)     # h writes it anyway: read it rather than recompute it
+                continue
             return None
         cone.append(i)
         if len(cone) > RECOMPUTE_MAX:
