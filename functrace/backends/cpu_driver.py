@@ -21,7 +21,8 @@ import logging
 
 import numpy as np
 
-from ..core import AVal, Graph, Lit, Var
+from ..core import Graph, Lit, Var
+from ..passes.contract import contraction_sizes, contractions_as_reductions
 from ..passes.fusion import Group, OpStep, plan_fusion
 from ..passes.memory import escaping_values, plan_buffers, step_io
 from . import numpy_ref
@@ -51,70 +52,21 @@ SMALL_DOT = 4096
 def small_dots_as_loops(g: Graph) -> Graph:
     """Rewrite tiny ``dot_general``s (no batch axes, at most ``SMALL_DOT`` multiply-adds, float)
     as ``reduce_sum(mul(broadcast x, broadcast y))`` over a loop shape *contracting axes
-    first*, then the free axes of x and y. numpy's matmul costs ~1 us of overhead even for a
-    16x16 matrix-vector product; as a loop the product fuses with its neighbours (the
-    accumulation of an outer product, the elementwise code around a matrix-vector product),
-    and the reduction takes the vectorised accumulate-into-output path. Larger contractions
-    stay BLAS calls."""
-    from .. import ops as _ops
-    from ..core import Eqn, Params
-    eqns = []
-    changed = False
-    for e in g.eqns:
-        rep = _small_dot(e, _ops, Eqn, Params) if e.op.name == "dot_general" else None
-        if rep is None:
-            eqns.append(e)
-            continue
-        eqns.extend(rep)
-        changed = True
-    return Graph(g.inputs, eqns, g.outputs) if changed else g
+    first*, then the free axes of x and y (``passes.contract``, layout "outer"). numpy's
+    matmul costs ~1 us of overhead even for a 16x16 matrix-vector product; as a loop the
+    product fuses with its neighbours (the accumulation of an outer product, the elementwise
+    code around a matrix-vector product), and the reduction takes the vectorised
+    accumulate-into-output path. Larger contractions stay BLAS calls."""
+    return contractions_as_reductions(g, _small_dot_layout)
 
 
-def _small_dot(e, ops_mod, Eqn, Params):
-    (xc, yc), (xb, yb) = e.params["dimension_numbers"]
-    x, y = e.inputs
-    out = e.outputs[0]
-    dt = out.aval.dtype
-    if xb or yb or dt.kind != "f" or not out.aval.shape:
+def _small_dot_layout(e) -> str | None:
+    (_, _), (xb, yb) = e.params["dimension_numbers"]
+    out = e.outputs[0].aval
+    if xb or yb or out.dtype.kind != "f" or not out.shape:
         return None
-    xs, ys = x.aval.shape, y.aval.shape
-    xf = [d for d in range(len(xs)) if d not in xc]
-    yf = [d for d in range(len(ys)) if d not in yc]
-    cshape = [xs[d] for d in xc]
-    loop = tuple(cshape + [xs[d] for d in xf] + [ys[d] for d in yf])
-    macs = int(np.prod(loop, dtype=np.int64))
-    if macs > SMALL_DOT or macs == 0:
-        return None
-    nc = len(xc)
-    new: list = []
-
-    def bind(op, ins, params, aval):
-        v = Var(aval)
-        new.append(Eqn(op, ins, params, [v], e.source))
-        return v
-
-    def place(a, free, contract, free_pos):
-        """``a`` transposed to (contract..., free...) and broadcast to the loop shape."""
-        av = a.aval
-        perm = tuple(contract) + tuple(free)
-        if perm != tuple(range(len(perm))):
-            a = bind(ops_mod.transpose_p, [a], Params({"permutation": perm}),
-                     AVal(tuple(av.shape[d] for d in perm), av.dtype))
-        dims = tuple(range(nc)) + tuple(free_pos)
-        if a.aval.shape == loop and dims == tuple(range(len(loop))):
-            return a
-        return bind(ops_mod.broadcast_in_dim_p, [a],
-                    Params({"shape": loop, "broadcast_dimensions": dims}), AVal(loop, dt))
-
-    bx = place(x, xf, xc, range(nc, nc + len(xf)))
-    by = place(y, yf, yc, range(nc + len(xf), len(loop)))
-    if nc:
-        prod = bind(ops_mod.mul_p, [bx, by], Params({}), AVal(loop, dt))
-        new.append(Eqn(ops_mod.reduce_sum_p, [prod], Params({"axes": tuple(range(nc))}),
-                       [out], e.source))
-    else:
-        new.append(Eqn(ops_mod.mul_p, [bx, by], Params({}), [out], e.source))
-    return new
+    _, m, n, k = contraction_sizes(e)
+    return "outer" if 0 < m * n * k <= SMALL_DOT else None
 
 
 class KernelStep:

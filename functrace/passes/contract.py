@@ -3,9 +3,11 @@
 Owns ``contractions_as_reductions(graph, layout) -> Graph``. A backend calls it before fusion
 for the contractions its matrix library runs badly, so that they become ordinary groups of
 the fusion plan -- ``mul`` over a loop nest, closed by ``reduce_sum`` -- and run as
-generated reduction kernels. On a GPU that is the skinny product: ``(4096, 2048) @ (2048,
-10)`` moves 33 MB, a few microseconds of bandwidth, yet a general matrix library tiles it for
-a large output and leaves most of the device idle.
+generated reduction kernels. On the CPU that is the tiny product (``cpu_driver``: a BLAS
+call's overhead dwarfs a 16 x 16 matrix-vector product, which as a loop fuses with the code
+around it); on a GPU the skinny product (``numba_cuda``): ``(4096, 2048) @ (2048, 10)``
+moves 33 MB, a few microseconds of bandwidth, yet a general matrix library tiles it for a
+large output and leaves most of the device idle.
 
 The rewrite, for ``out = dot_general(x, y)`` with contracting axes ``c``, batch axes ``b`` and
 free axes ``fx``, ``fy`` (output axes: ``b, fx, fy``)::
@@ -17,7 +19,8 @@ free axes ``fx``, ``fy`` (output axes: ``b, fx, fy``)::
     out = reduce_sum(mul(x', y'), axes=the contracting positions)
 
 The transposes and broadcasts are views the fusion plan folds into the reads' index maps, so
-nothing of the nest's size is ever stored. The result is the contraction's own Var, so the
+nothing of the nest's size is ever stored. Without contracting axes (an outer product) the
+multiply is the result. The result is the contraction's own Var, so the
 graph's outputs and every reader are unchanged. "outer" keeps the innermost axes for the
 output (a reduction kernel gives adjacent threads adjacent outputs); "inner" reduces the
 innermost axis (a block of threads per output, reading a row). Which one a contraction gets
@@ -64,6 +67,8 @@ def _operand(x, axes: tuple, positions: tuple, nest: tuple, source, eqns: list):
         t = Var(AVal(tuple(x.aval.shape[a] for a in axes), x.aval.dtype))
         eqns.append(Eqn(transpose_p, (x,), {"permutation": axes}, (t,), source))
         x = t
+    if tuple(x.aval.shape) == nest and positions == tuple(range(len(nest))):
+        return x
     b = Var(AVal(nest, x.aval.dtype))
     eqns.append(Eqn(broadcast_in_dim_p, (x,), {"shape": nest,
                                                "broadcast_dimensions": positions}, (b,), source))
@@ -91,6 +96,9 @@ def _rewrite(e: Eqn, layout: str) -> list[Eqn]:
     ya = sorted(zip(c_pos + b_pos + yf_pos, yc + yb + yf))
     xn = _operand(x, tuple(a for _, a in xa), tuple(p for p, _ in xa), nest, e.source, eqns)
     yn = _operand(y, tuple(a for _, a in ya), tuple(p for p, _ in ya), nest, e.source, eqns)
+    if not nc:              # an outer product: nothing to sum
+        eqns.append(Eqn(mul_p, (xn, yn), {}, e.outputs, e.source))
+        return eqns
     prod = Var(AVal(nest, e.outputs[0].aval.dtype))
     eqns.append(Eqn(mul_p, (xn, yn), {}, (prod,), e.source))
     eqns.append(Eqn(reduce_sum_p, (prod,), {"axes": c_pos}, e.outputs, e.source))
