@@ -654,8 +654,29 @@ def _run_table(items):
     assert not failures, "\n".join(failures)
 
 
+@pytest.fixture(params=["default", "lt"])
+def products(request, monkeypatch):
+    """The table's contractions as the CUDA target runs them by default (skinny ones as
+    kernels, the rest as op steps), or every one that is a matrix product through the
+    adapter's gemm (FUNCTRACE_CUDA_GEMM=lt; the simulator's stand-in reads the flat buffers
+    through cuBLASLt's column-major layouts). Yields the shapes given to gemm."""
+    shapes = []
+    if request.param == "lt":
+        monkeypatch.setenv("FUNCTRACE_CUDA_GEMM", "lt")
+        monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", "0")
+        real = HostArrays.gemm
+
+        def gemm(self, shape, stream):
+            shapes.append(shape)
+            return real(self, shape, stream)
+        monkeypatch.setattr(HostArrays, "gemm", gemm)
+    yield request.param, shapes
+    if request.param == "lt":
+        assert len(shapes) >= 10, shapes      # the table's products went through gemm
+
+
 @pytest.mark.skipif(not CASES, reason="no OpCase table")
-def test_op_table_values_under_cuda():
+def test_op_table_values_under_cuda(products):
     items = []
     for c, dt in _rows(grad=False):
         fn, args = _fn(c), c.make_args(dt)
@@ -671,7 +692,7 @@ def _grad_item(c, dt):
 
 
 @pytest.mark.skipif(not CASES, reason="no OpCase table")
-def test_op_table_grads_under_cuda():
+def test_op_table_grads_under_cuda(products):
     _run_table([_grad_item(c, dt) for c, dt in _rows(grad=True)])
 
 
