@@ -579,6 +579,23 @@ def test_a_kernel_that_fails_to_compile_runs_as_single_ops(monkeypatch):
     np.testing.assert_allclose(got, np.sinh(x) * np.exp(x), rtol=1e-14)
 
 
+def test_a_skinny_product_whose_kernel_fails_runs_as_a_product(monkeypatch):
+    # as single ops its multiply would store the whole (K, M, N) loop nest: the executor puts
+    # the product back instead, and the rest of the graph still runs as kernels
+    monkeypatch.setitem(cuda_codegen.CUDA_EXPRS, "mul", "undefined_function({0}, {1})")
+    rng = np.random.default_rng(14)
+    x, w = rng.standard_normal((12, 40)), rng.standard_normal((40, 10))
+    g = graph_of(lambda x, w: [fnp.tanh(x @ w)], AVal(x.shape, x.dtype), AVal(w.shape, w.dtype))
+    ex = Executable(g, arrays=HostArrays(), config=SIM, eager=True)
+    got = ex(x, w)[0]
+    assert ex.compile_failures and "undefined_function" in ex.compile_failures[0]
+    prog = ex.lower()
+    ops_run = [prog.graph.eqns[s.eqn].op.name for s in prog.plan.steps
+               if not isinstance(s, Group)]
+    assert ops_run == ["dot_general"] and fused_ops(ex) == {"tanh"}
+    np.testing.assert_allclose(got, np.tanh(x @ w), rtol=1e-13)
+
+
 def test_jit_lower_shows_the_cuda_source():
     f = ft.jit(lambda x: fnp.sum(fnp.tanh(x) ** 2, axis=1), backend="cuda")
     src = f.lower(np.ones((4, 30), np.float32)).source

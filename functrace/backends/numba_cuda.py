@@ -458,6 +458,7 @@ class Executable:
         self._config = config
         self._program: Program | None = None
         self._lowered: tuple | None = None
+        self._kept_products: frozenset = frozenset()    # ids of dot_generals not rewritten
         self._steps = None
         self._stream = None
         self._pools: list = []
@@ -486,18 +487,43 @@ class Executable:
 
     def _target_graph(self, cfg: LaunchConfig) -> Graph:
         """The graph the kernels are planned from: ``self.graph`` with its skinny contractions
-        written as reductions (``contraction_layout``). Made once per configuration, so a
-        re-plan after a compile failure sees the same equations. (The reference interpreter
-        runs ``self.graph``: it would store a rewritten product's whole loop nest.)"""
-        if self._lowered is None or self._lowered[0] != cfg.skinny:
-            g = contractions_as_reductions(self.graph, lambda e: contraction_layout(e, cfg))
-            self._lowered = (cfg.skinny, g)
+        written as reductions (``contraction_layout``), except those kept as products after
+        their kernel failed (``_program``). Made once per configuration and kept set, so a
+        re-plan sees the same equations. (The reference interpreter runs ``self.graph``: it
+        would store a rewritten product's whole loop nest.)"""
+        key = (cfg.skinny, self._kept_products)
+        if self._lowered is None or self._lowered[0] != key:
+            keep = self._kept_products
+            g = contractions_as_reductions(
+                self.graph, lambda e: None if id(e) in keep else contraction_layout(e, cfg))
+            self._lowered = (key, g)
         return self._lowered[1]
+
+    def _program_for(self, cfg: LaunchConfig, sm: int, no_fuse=frozenset(),
+                 no_op_kernels=frozenset()) -> Program:
+        """The Program of the target graph. A skinny product whose multiply and sum did not
+        end up in a kernel (its kernel failed to compile, or the target cannot fuse it) goes
+        back to a matrix product: as single ops its multiply would store the whole loop nest
+        (a (65536, 4096) @ (4096, 16) product: 17 GB)."""
+        products = {e.outputs[0]: e for e in self.graph.eqns if e.op is dot_general_p}
+        while True:
+            prog = Program(self._target_graph(cfg), cfg, sm, self.donate, no_fuse,
+                           no_op_kernels)
+            producer_eqn = {o: e for e in prog.graph.eqns for o in e.outputs}
+            stray = {id(e) for v, e in products.items()
+                     if producer_eqn.get(v) is not None
+                     and producer_eqn[v].op is not dot_general_p
+                     and not isinstance(prog.plan.producer.get(v), Group)}
+            if not stray:
+                return prog
+            log.warning("functrace: %d skinny product(s) could not run as kernels; they run "
+                        "as matrix products", len(stray))
+            self._kept_products = self._kept_products | frozenset(stray)
 
     def lower(self) -> Program:
         if self._program is None:
             cfg, sm = self._cfg_sm(need_device=self._arrays is not None)
-            self._program = Program(self._target_graph(cfg), cfg, sm, self.donate)
+            self._program = self._program_for(cfg, sm)
         return self._program
 
     @property
@@ -519,7 +545,7 @@ class Executable:
             if self._program is not None and self._program.sm != sm:
                 self._program = None          # lowered without the device: redo with its SMs
             if self._program is None:
-                self._program = Program(self._target_graph(cfg), cfg, sm, self.donate)
+                self._program = self._program_for(cfg, sm)
             prog = self._program
             if self._stream is None:
                 self._stream = ar.new_stream()
@@ -547,9 +573,9 @@ class Executable:
                         self.compile_failures.append(str(exc))
                 if not failed and not failed_ops:
                     break
-                prog = self._program = Program(prog.graph, prog.cfg, prog.sm, self.donate,
-                                               prog.no_fuse | frozenset(failed),
-                                               prog.no_op_kernels | frozenset(failed_ops))
+                prog = self._program = self._program_for(
+                    prog.cfg, prog.sm, prog.no_fuse | frozenset(failed),
+                    prog.no_op_kernels | frozenset(failed_ops))
             if dbg >= 2:
                 print(prog.source, file=sys.stderr)
             self._steps = self._build_steps(prog)
