@@ -373,6 +373,26 @@ def _env_variant(cp, env: dict, make, args, want, what: str):
                 os.environ[k] = v
 
 
+def _print_lt_plans() -> None:
+    from functrace.backends.cublaslt import Lt
+    plans = Lt.get().plans
+    if not plans:
+        print("  no cuBLASLt plan was made (see the warning above): the variant is cupy's")
+    for sh, p in plans.items():
+        print(f"  plan {sh.m}x{sh.k} @ {sh.k}x{sh.n} (x_t={sh.x_t}, y_t={sh.y_t}): "
+              f"{p.candidates} candidates, "
+              f"{'cupy matmul kept' if p.algo is None else 'cuBLASLt algorithm'} "
+              f"{p.seconds * 1e6:.0f} us")
+
+
+def _guarded(fn) -> None:
+    """Run an optional measurement; a failure is printed, not fatal to the run."""
+    try:
+        fn()
+    except Exception as exc:
+        print(f"  failed: {type(exc).__name__}: {str(exc)[:300]}")
+
+
 def _target(ok: bool) -> str:
     return "meets target" if ok else "MISSES target"
 
@@ -491,7 +511,7 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
     if fc is not None:
         ex_c = next(iter(fc._cache.values())).run
         print("  with FUNCTRACE_CUDA_SKINNY=0 (every product on cuBLAS):")
-        step_times(cp, ex_c, ex_c.lower(), lambda: fc(*dev))
+        _guarded(lambda: step_times(cp, ex_c, ex_c.lower(), lambda: fc(*dev)))
         fns["functrace, products on cuBLAS"] = lambda: fc(*dev)
     # opt-in: the large products through cuBLASLt, its fastest algorithm per shape
     # (FUNCTRACE_CUDA_GEMM=lt, functrace/backends/cublaslt.py)
@@ -502,7 +522,8 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
     if fl is not None:
         ex_l = next(iter(fl._cache.values())).run
         print("  with FUNCTRACE_CUDA_GEMM=lt (large products on cuBLASLt, tuned):")
-        step_times(cp, ex_l, ex_l.lower(), lambda: fl(*dev))
+        _guarded(lambda: _print_lt_plans())
+        _guarded(lambda: step_times(cp, ex_l, ex_l.lower(), lambda: fl(*dev)))
         fns["functrace, cuBLASLt"] = lambda: fl(*dev)
     fg = _graph_variant(cp, lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
                                            backend="cuda", eager=True), dev, (v, gs))
@@ -568,8 +589,13 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
                   f"{'cupy matmul kept' if plan.algo is None else 'an Lt algorithm chosen'}")
             if plan.algo is not None:
                 o = cp.empty((sh.m, sh.n), np.float32)
-                gemms[name] = (lambda p, a, b, o: lambda: lt.run(p, a, b, o, st.ptr))(
-                    plan, a, b, o)
+                run = (lambda p, a, b, o: lambda: lt.run(p, a, b, o, st.ptr))(plan, a, b, o)
+                run()
+                ref = (a.T if sh.x_t else a) @ b
+                st.synchronize()
+                err = float(cp.max(cp.abs(o - ref)) / cp.max(cp.abs(ref)))
+                print(f"  cuBLASLt {name[3:]}: max relative difference to cupy {err:.1e}")
+                gemms[name] = run
     except Exception as exc:
         print(f"  cuBLASLt unavailable: {type(exc).__name__}: {str(exc)[:200]}")
     gmed = bench(cp, gemms, rounds, seconds)
