@@ -75,6 +75,13 @@ def kernel_signature(ks):
     return tuple(args)
 
 
+def finish_signature(ks):
+    """numba argument types of a reduction's finish kernel: nk, nseg, p0, p1, r."""
+    from numba import typeof, types
+    p = typeof(np.zeros((1, 1), ks.acc))
+    return (types.int64, types.int64, p, p, typeof(np.zeros((1,), ks.spec.reduction.dtype)))
+
+
 def op_kernel_signature(e, ok):
     """numba argument types of a gather / scatter-add kernel."""
     from numba import typeof, types
@@ -140,13 +147,17 @@ def main() -> int:
         items = [(f"g{gid} {ks.launch.strategy} [" + " ".join(
             prog.graph.eqns[i].op.name for i in ks.group.eqns) + "]", ks.key, ks.source,
             kernel_signature(ks)) for gid, ks in prog.kernels.items()]
+        items += [(f"g{gid} finish ({ks.launch.finish} per output)", ks.finish_key,
+                   ks.finish_source, finish_signature(ks), "finish")
+                  for gid, ks in prog.kernels.items() if ks.finish_key]
         items += [(f"e{i} {ok.kind}", ok.key, ok.source,
                    op_kernel_signature(prog.graph.eqns[i], ok))
                   for i, ok in prog.op_kernels.items()]
-        for what, key, source, sig in items:
+        for what, key, source, sig, *fn_name in items:
             mod = numba_cuda.load_module(key, source)
             try:
-                ptx, _ = cuda.compile_ptx(mod.kernel.py_func, sig, cc=(9, 0))
+                kernel = getattr(mod, fn_name[0] if fn_name else "kernel")
+                ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
             except Exception as exc:
                 print(f"{name} {what}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
