@@ -58,8 +58,9 @@ def main() -> int:
     ap.add_argument("--workload", default="", help="only this workload")
     ap.add_argument("--steps", action="store_true", help="print every step")
     opts = ap.parse_args()
-    import functrace as ft
     from cuda_sass import workloads
+
+    import functrace as ft
     for name, (fn, args) in workloads().items():
         if opts.workload and name != opts.workload:
             continue
