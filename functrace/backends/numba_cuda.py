@@ -675,6 +675,10 @@ class Executable:
                     if isinstance(atom, Lit):
                         ops.append(("const", ar.kernel_arg(
                             self._const(atom).reshape(rshape))))
+                    elif tuple(rshape) != atom.aval.shape and atom in bp.slot_of:
+                        # a pool value read in another shape: a view made once per pool,
+                        # not a reshape per call
+                        ops.append(("pool", pool_view(atom, rshape)))
                     else:
                         same = tuple(rshape) == atom.aval.shape
                         ops.append(("env", slot[atom], None if same else tuple(rshape)))
@@ -961,8 +965,11 @@ def _kernel_step(ar, extents, la: Launch, launch, ops, outs, red, fin, parts):
     def step(ctx: _Ctx):
         args = list(ext)
         karg = ctx.karg
+        kargs = ctx.pool["kargs"]
         for op in ops:
-            args.append(op[1] if op[0] == "const" else karg(op[1], op[2]))
+            kind = op[0]
+            args.append(op[1] if kind == "const" else kargs[op[1]] if kind == "pool"
+                        else karg(op[1], op[2]))
         for sl, plan in outs:
             args.append(_make_out(ctx, sl, plan))
         if red is not None:
