@@ -10,6 +10,8 @@ neither numba nor cupy**: they are imported when a graph first runs on the devic
 
 Pipeline for one graph (the CPU executor's, target by target):
 
+0. ``passes.contract`` writes skinny contractions (``contraction_layout``: a contracting or a
+   free size of at most 16) as a multiply closed by a sum, so they plan as reduction kernels.
 1. ``passes.fusion.plan_fusion`` with the CUDA target's ``fusible`` splits the graph into
    kernel groups and single-op steps (the same planner, so the same groups as on the CPU
    wherever both targets fuse the same ops).
@@ -22,8 +24,9 @@ Pipeline for one graph (the CPU executor's, target by target):
    pool reused from call to call (stream-ordered reuse is safe: every step of a call site runs
    on the call site's stream).
 4. Single-op steps run the op's numpy impl *with cupy arrays* (numpy dispatches to cupy
-   through ``__array_function__``/``__array_ufunc__``): contractions become cuBLAS calls,
-   reductions CUB, linalg cuSOLVER. An impl cupy cannot run (it converts to numpy) runs on the
+   through ``__array_function__``/``__array_ufunc__``): contractions become cuBLAS calls
+   (with ``FUNCTRACE_CUDA_GEMM=lt``, tuned cuBLASLt calls: ``cublaslt``), reductions CUB,
+   linalg cuSOLVER. An impl cupy cannot run (it converts to numpy) runs on the
    host, logged once per op.
 
 Streams: each Executable (a call site) owns one stream; its kernels and cupy calls are
