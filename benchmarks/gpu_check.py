@@ -503,28 +503,24 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
           f"{max(errs):.1e}")
     fns = {"functrace": lambda: f(*dev), "cupy eager (hand grad)": lambda: cupy_vg(*dev)}
     # the three skinny products (10 columns) run as generated kernels by default; with
-    # FUNCTRACE_CUDA_SKINNY=0 they go to cuBLAS, as before (docs/gpu.md)
-    fc = _env_variant(cp, {"FUNCTRACE_CUDA_SKINNY": "0"},
-                      lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
-                                     backend="cuda", eager=True), dev, (v, gs),
-                      "products on cuBLAS")
-    if fc is not None:
-        ex_c = next(iter(fc._cache.values())).run
-        print("  with FUNCTRACE_CUDA_SKINNY=0 (every product on cuBLAS):")
-        _guarded(lambda: step_times(cp, ex_c, ex_c.lower(), lambda: fc(*dev)))
-        fns["functrace, products on cuBLAS"] = lambda: fc(*dev)
-    # opt-in: the large products through cuBLASLt, its fastest algorithm per shape
-    # (FUNCTRACE_CUDA_GEMM=lt, functrace/backends/cublaslt.py)
-    fl = _env_variant(cp, {"FUNCTRACE_CUDA_GEMM": "lt"},
-                      lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
-                                     backend="cuda", eager=True), dev, (v, gs),
-                      "products on cuBLASLt")
-    if fl is not None:
-        ex_l = next(iter(fl._cache.values())).run
-        print("  with FUNCTRACE_CUDA_GEMM=lt (large products on cuBLASLt, tuned):")
-        _guarded(lambda: _print_lt_plans())
-        _guarded(lambda: step_times(cp, ex_l, ex_l.lower(), lambda: fl(*dev)))
-        fns["functrace, cuBLASLt"] = lambda: fl(*dev)
+    # FUNCTRACE_CUDA_SKINNY=0 they go to cuBLAS, as before. Opt-in: the large products
+    # through cuBLASLt, its fastest algorithm per shape (FUNCTRACE_CUDA_GEMM=lt). docs/gpu.md
+    for env, key, title, extra in (
+            ({"FUNCTRACE_CUDA_SKINNY": "0"}, "functrace, products on cuBLAS",
+             "FUNCTRACE_CUDA_SKINNY=0 (every product on cuBLAS)", None),
+            ({"FUNCTRACE_CUDA_GEMM": "lt"}, "functrace, cuBLASLt",
+             "FUNCTRACE_CUDA_GEMM=lt (large products on cuBLASLt, tuned)", _print_lt_plans)):
+        fv = _env_variant(cp, env, lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
+                                                  backend="cuda", eager=True),
+                          dev, (v, gs), key)
+        if fv is None:
+            continue
+        ex_v = next(iter(fv._cache.values())).run
+        print(f"  with {title}:")
+        if extra is not None:
+            _guarded(extra)
+        _guarded(lambda ex_v=ex_v, fv=fv: step_times(cp, ex_v, ex_v.lower(), lambda: fv(*dev)))
+        fns[key] = (lambda fv: lambda: fv(*dev))(fv)
     fg = _graph_variant(cp, lambda: ft.jit(ft.value_and_grad(loss, argnums=(0, 1, 2)),
                                            backend="cuda", eager=True), dev, (v, gs))
     if fg is not None:

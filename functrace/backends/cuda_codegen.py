@@ -693,6 +693,17 @@ def _store_guard(w: _W, blk: bool) -> int:
     return 2
 
 
+def _lse_pairs(w: _W, segments: str, adt) -> None:
+    """``acc``: the sum over ``segments`` of each (max, sum) pair rescaled to ``shift``."""
+    zero = _c(0, adt)
+    w(2, f"acc = {zero}")
+    w(2, f"for s in {segments}:")
+    w(3, "l = p1[k, s]")
+    # a segment of all -inf has l == 0 (its shift may be far from ours: skip, 0 * inf)
+    w(3, f"if l != {zero}:")
+    w(4, f"acc = acc + l * math.exp({_lse_shift('p0[k, s]', adt)} - shift)")
+
+
 def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish",
                   decorator: str = "", per_thread: bool = False) -> str:
     """The kernel combining segment partials: ``fn(nk, nseg, p0, p1, r)``, a block per output
@@ -707,16 +718,11 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
     if per_thread:
         w(1, "for k in range(cuda.grid(1), nk, cuda.gridsize(1)):")
         if kind == "logsumexp":
-            zero = _c(0, adt)
             w(2, f"m = {_c(-np.inf, adt)}")
             w(2, "for s in range(nseg):")
             w(3, f"m = {_max('m', 'p0[k, s]')}")
             w(2, f"shift = {_lse_shift('m', adt)}")
-            w(2, f"acc = {zero}")
-            w(2, "for s in range(nseg):")
-            w(3, "l = p1[k, s]")
-            w(3, f"if l != {zero}:")
-            w(4, f"acc = acc + l * math.exp({_lse_shift('p0[k, s]', adt)} - shift)")
+            _lse_pairs(w, "range(nseg)", adt)
             final = f"{_safe_log('acc', adt)} + shift"
         else:
             w(2, f"acc = {_identity(kind, adt)}")
@@ -730,19 +736,13 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
     w(1, "nthr = cuda.blockDim.x")
     w(1, "for k in range(cuda.blockIdx.x, nk, cuda.gridDim.x):")
     if kind == "logsumexp":
-        zero = _c(0, adt)
         w(2, f"acc = {_c(-np.inf, adt)}")
         w(2, "for s in range(tid, nseg, nthr):")
         w(3, f"acc = {_max('acc', 'p0[k, s]')}")
         w(2, "sm[tid] = acc")
         _block_tree(w, 2, "max", adt)
         w(2, f"shift = {_lse_shift('total', adt)}")
-        w(2, f"acc = {zero}")
-        w(2, "for s in range(tid, nseg, nthr):")
-        w(3, "l = p1[k, s]")
-        # a segment of all -inf has l == 0 (its shift may be far from ours: skip, 0 * inf)
-        w(3, f"if l != {zero}:")
-        w(4, f"acc = acc + l * math.exp({_lse_shift('p0[k, s]', adt)} - shift)")
+        _lse_pairs(w, "range(tid, nseg, nthr)", adt)
         w(2, "sm[tid] = acc")
         _block_tree(w, 2, "sum", adt)
         final = f"{_safe_log('total', adt)} + shift"
