@@ -449,34 +449,35 @@ def test_a_lone_elementwise_op_is_a_kernel_on_the_gpu():
         assert_same(a, b, 0)
 
 
-class _RecordingGemm(HostArrays):
-    """The simulator's adapter, counting the products the executor hands to ``gemm``."""
-
-    def __init__(self):
-        super().__init__()
-        self.shapes = []
+def _record_gemm(monkeypatch) -> list:
+    """Products the executor hands to the simulator adapter's ``gemm``: FUNCTRACE_CUDA_GEMM=lt
+    (cuBLASLt on a GPU; here its column-major description run by numpy), skinny kernels off.
+    Returns the list of ``GemmShape``s, filled as executables compile."""
+    monkeypatch.setenv("FUNCTRACE_CUDA_GEMM", "lt")
+    monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", "0")
+    shapes: list = []
+    real = HostArrays.gemm
 
     def gemm(self, shape, stream):
-        self.shapes.append(shape)
-        return super().gemm(shape, stream)
+        shapes.append(shape)
+        return real(self, shape, stream)
+    monkeypatch.setattr(HostArrays, "gemm", gemm)
+    return shapes
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_cublaslt_product_steps_compute_the_mlp_gradient(dtype, monkeypatch):
-    # FUNCTRACE_CUDA_GEMM=lt: every product that is one matrix product runs through the
-    # adapter's gemm (cuBLASLt on a GPU; here its column-major description run by numpy)
-    monkeypatch.setenv("FUNCTRACE_CUDA_GEMM", "lt")
-    monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", "0")
+    # every product that is one matrix product runs through the adapter's gemm
+    shapes = _record_gemm(monkeypatch)
     args = _mlp_args(dtype, np.random.default_rng(7))
     gfn = ft.value_and_grad(_mlp_loss, argnums=(0, 1, 2))
     g = ft.jit(gfn).lower(*args).graph
-    arrays = _RecordingGemm()
-    ex = Executable(g, eager=True, arrays=arrays)
+    ex = Executable(g, eager=True, arrays=HostArrays())
     flat = [np.asarray(a) for a in args]
     got = ex(*flat)
     want = numpy_ref.run(g, flat)
-    assert len(arrays.shapes) == 5 and not ex.compile_failures
-    assert {(s.x_t, s.y_t) for s in arrays.shapes} >= {(False, False), (True, False),
+    assert len(shapes) == 5 and not ex.compile_failures
+    assert {(s.x_t, s.y_t) for s in shapes} >= {(False, False), (True, False),
                                                        (False, True)}
     tol = 2e-5 if dtype == "float32" else 1e-12
     for a, b in zip(got, want, strict=True):
@@ -677,16 +678,7 @@ def products(request, monkeypatch):
     kernels, the rest as op steps), or every one that is a matrix product through the
     adapter's gemm (FUNCTRACE_CUDA_GEMM=lt; the simulator's stand-in reads the flat buffers
     through cuBLASLt's column-major layouts). Yields the shapes given to gemm."""
-    shapes = []
-    if request.param == "lt":
-        monkeypatch.setenv("FUNCTRACE_CUDA_GEMM", "lt")
-        monkeypatch.setenv("FUNCTRACE_CUDA_SKINNY", "0")
-        real = HostArrays.gemm
-
-        def gemm(self, shape, stream):
-            shapes.append(shape)
-            return real(self, shape, stream)
-        monkeypatch.setattr(HostArrays, "gemm", gemm)
+    shapes = _record_gemm(monkeypatch) if request.param == "lt" else []
     yield request.param, shapes
     if request.param == "lt":
         assert len(shapes) >= 10, shapes      # the table's products went through gemm

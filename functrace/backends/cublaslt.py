@@ -27,11 +27,12 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import logging
-import math
 import threading
 import typing
 
 import numpy as np
+
+from ..passes.contract import contraction_sizes
 
 log = logging.getLogger("functrace")
 
@@ -106,9 +107,7 @@ def gemm_shape_of(e) -> GemmShape | None:
         y_t = True
     else:
         return None
-    m = math.prod(x.shape[d] for d in xf)
-    n = math.prod(y.shape[d] for d in yf)
-    k = math.prod(x.shape[d] for d in xc)
+    _, m, n, k = contraction_sizes(e)
     if min(m, n, k) == 0:
         return None
     return GemmShape(m, n, k, x_t, y_t, dt.name)
