@@ -21,7 +21,8 @@ from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat,
 from .core import AVal, Graph, verify
 from .device import device_get, device_put
 from .errors import (BackendError, ConcretizationError, FunctraceError, FunctraceWarning,
-                     MissingRuleError, ShapeError, TracerLeakError)
+                     GuardError, MissingRuleError, ShapeError, TracerConversionError,
+                     TracerLeakError)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
 from .symbol import Symbol
@@ -36,4 +37,4 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "ShapeDtype", "AVal", "Graph", "verify", "device_put", "device_get", "device",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
            "ShapeError", "ConcretizationError", "MissingRuleError", "BackendError",
-           "TracerLeakError"]
+           "TracerLeakError", "TracerConversionError", "GuardError"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import tree_util
 from .core import AVal, Graph, on_device
-from .errors import FunctraceError
+from .errors import FunctraceError, ShapeError
 from .symbol import Symbol
 from .tracing import Tracer, trace_to_graph
 
@@ -90,144 +90,53 @@ def trace(fun: Callable) -> Callable[..., Symbol]:
             raise FunctraceError(
                 "ft.trace(f) was called on values of an enclosing transform; trace the outer "
                 "function instead (a Symbol must be closed)")
-        return Symbol(tr.graph, in_tree, out_tree)
+        return Symbol(tr.graph, in_tree, out_tree, tr.guards)
     return traced
 
 
 # --------------------------------------------------------------------------------------------
-# Reverse mode
+# Running a transform: un-jitted transforms re-run the user's Python on every call
 # --------------------------------------------------------------------------------------------
 
-import weakref  # noqa: E402
+import weakref  # noqa: E402, F401
 
 from . import ops as _ops  # noqa: E402
-from .autodiff import vjp_graph  # noqa: E402
 from .backends import numpy_ref  # noqa: E402
-from .passes.simplify import optimize  # noqa: E402
+from .tape import TapeTrace, TapeTracer, unwrap  # noqa: E402
 from .tracing import _current, eval_graph  # noqa: E402
-
-# fun -> {signature key: _Entry}; weak on fun so a dropped function frees its graphs
-_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def clear_caches() -> None:
-    """Forget every cached traced/differentiated graph (see docs/autodiff.md, caching)."""
-    _cache.clear()
+    """Free every cache functrace keeps: traced and compiled ``ft.jit`` signatures, the
+    interpreter's plans, kernels held in memory (kernels on disk stay). Un-jitted transforms
+    cache nothing: they re-run the function on every call.
+
+    Example:
+        >>> import functrace as ft
+        >>> ft.clear_caches()
+    """
+    numpy_ref._plans.clear()   # (until every cache registers in one place)
 
 
-class _Entry:
-    __slots__ = ("graph", "out_tree", "consts", "fingerprint", "extra")
+def _traced_transform(fun: Callable, args, kwargs, build, examples=None, flat=None,
+                      diff=None):
+    """Trace ``fun`` at ``args`` and transform the graph with ``build(traced, in_tree,
+    out_tree)``. Nothing is cached: the user's Python runs on every call (random draws and
+    globals behave as written).
 
-    def __init__(self, graph, out_tree, consts, fingerprint, extra=None):
-        self.graph, self.out_tree, self.consts = graph, out_tree, consts
-        self.fingerprint, self.extra = fingerprint, extra
-
-
-def _fingerprint(fun, depth: int = 0) -> tuple:
-    """Identity of what ``fun`` reads from its closure and globals: a rebinding invalidates
-    a cached graph. (Arrays mutated in place are caught by comparing the literals.) Functions
-    in the closure are followed a few levels down, so ``jit(grad(f))`` notices a name that
-    ``f`` closes over being rebound. (On every jitted call: kept to plain lookups.)"""
-    f = getattr(fun, "__func__", fun)
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return ()
-    g = f.__globals__
-    # functrace's own wrappers (grad's, jit's) read only functrace's globals: not the user's
-    out = [] if g.get("__name__", "").startswith("functrace.") else [
-        id(g.get(n)) for n in code.co_names]
-    for c in f.__closure__ or ():
-        try:
-            v = c.cell_contents
-        except ValueError:       # an empty cell (a closure variable not assigned yet)
-            out.append(None)
-            continue
-        out.append(id(v))
-        if depth < 3 and type(v) is _FunctionType and v is not f:
-            out.append(_fingerprint(v, depth + 1))
-    return tuple(out)
-
-
-_FunctionType = type(_fingerprint)
-
-
-def _abstract_key(leaves):
-    """Shape/dtype signature of the leaves (cheap: no AVal objects for numpy arrays)."""
-    key = []
-    for x in leaves:
-        t = type(x)
-        if t is np.ndarray:
-            key.append((x.shape, x.dtype.str))
-        elif t is float or t is int or t is complex or t is bool:
-            key.append(t)
-        elif isinstance(x, Tracer):
-            key.append(x.aval)
-        elif isinstance(x, AVal):
-            key.append(x)
-        else:
-            key.append(AVal.of(x))
-    return tuple(key)
-
-
-_SMALL_CONST = 1 << 16   # bytes: smaller captured arrays are compared by their bytes
-
-
-def _snapshot(orig, val: np.ndarray) -> tuple:
-    """What a cache entry remembers of an array the trace captured as a constant. A device
-    (GPU) array is remembered by identity only: comparing its contents would synchronise
-    with the device on every call (rebinding the name is still noticed, see _fingerprint)."""
-    if on_device(orig):
-        return (orig, None, None, None)
-    return (orig, val.shape, val.dtype,
-            val.tobytes() if val.nbytes <= _SMALL_CONST else val)
-
-
-def _unchanged(snap) -> bool:
-    """Whether a captured array still holds the value the cached graph baked in (bytes
-    compare: NaN equals NaN, so a constant holding NaN does not force a re-trace)."""
-    orig, shape, dtype, saved = snap
-    if shape is None:
-        return True
-    a = orig if type(orig) is np.ndarray else np.asarray(orig)
-    if a.shape != shape or a.dtype != dtype:
-        return False
-    if type(saved) is bytes:
-        return a.tobytes() == saved
-    return np.array_equal(a, saved, equal_nan=a.dtype.kind in "fc")
-
-
-def _cached_transform(kind: tuple, fun: Callable, args, kwargs, build, examples=None,
-                      flat=None):
-    """Trace ``fun`` at ``args`` and transform it with ``build(traced, in_tree, out_tree)``,
-    reusing the result for the same abstract signature when no value decided control flow.
-
-    ``examples(leaves)`` may replace the leaves used for tracing (vmap traces one example);
-    ``flat`` is ``(leaves, in_tree)`` of ``(args, kwargs)`` when the caller already has it.
-    Returns (graph, out_tree, extra, leaves, captured)."""
+    ``examples(leaves)`` may replace the leaves used for tracing; ``flat`` is ``(leaves,
+    in_tree)`` of ``(args, kwargs)`` when the caller already has it; ``diff`` lists the
+    leaves the transform differentiates (converting a value that depends on them to a
+    number is then a TracerConversionError). Returns (graph, out_tree, extra, leaves,
+    captured)."""
     leaves, in_tree = flat if flat is not None else tree_util.tree_flatten(
         (tuple(args), kwargs or {}))
     leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-    key = (kind, in_tree, _abstract_key(leaves))
-    try:
-        per_fun = _cache.get(fun)
-    except TypeError:
-        per_fun = None
-    entry = per_fun.get(key) if per_fun is not None else None
-    if entry is not None and entry.fingerprint == _fingerprint(fun) and all(
-            _unchanged(snap) for snap in entry.consts):
-        return entry.graph, entry.out_tree, entry.extra, leaves, []
-    flat, box = flatten_fun(fun, in_tree)
-    tr = trace_to_graph(flat, examples(leaves) if examples is not None else leaves)
+    flat_fn, box = flatten_fun(fun, in_tree)
+    tr = trace_to_graph(flat_fn, examples(leaves) if examples is not None else leaves,
+                        diff=diff or ())
     out_tree = box[0]
     graph, extra = build(tr, in_tree, out_tree)
-    if not tr.concretized and not tr.captured:
-        try:
-            per_fun = _cache.setdefault(fun, {})
-        except TypeError:
-            per_fun = None
-        if per_fun is not None:
-            per_fun[key] = _Entry(graph, out_tree, [_snapshot(o, v) for o, v in tr.consts],
-                                  _fingerprint(fun), extra)
     return graph, out_tree, extra, leaves, tr.captured
 
 
@@ -236,6 +145,34 @@ def _run(graph, args):
     if _current.get() is not None or any(isinstance(a, Tracer) for a in args):
         return eval_graph(graph, list(args))
     return numpy_ref.run(graph, args)
+
+
+def _call_traced(trace, fun, in_tree, leaves):
+    """``fun`` called on ``leaves`` (unflattened to ``in_tree``) with ``trace`` current."""
+    args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
+    token = _current.set(trace)
+    try:
+        return fun(*args, **kwargs)
+    finally:
+        _current.reset(token)
+
+
+def _own(x):
+    """A result handed to the user at top level: a writable numpy array (ops may return
+    read-only broadcast views); tracers and device arrays pass through."""
+    if isinstance(x, np.ndarray):
+        return x if x.flags.writeable else x.copy()
+    if isinstance(x, Tracer) or on_device(x):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    return np.asarray(x)
+
+
+def _unwrap_tree(tree, trace):
+    top = trace.parent is None
+    return tree_util.tree_map(lambda x: _own(unwrap(x, trace)) if top else unwrap(x, trace),
+                              tree)
 
 
 def _argnums_tuple(argnums, nargs):
@@ -297,10 +234,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         has_aux: ``fun`` returns ``(value, aux)``; the result is ``((value, aux), grad)``.
         holomorphic: allow complex outputs (``fun`` must be holomorphic).
 
-    Gradients have the dtype and pytree structure of the differentiated arguments. The traced
-    and differentiated graph is cached per abstract signature (shapes, dtypes, structure); it
-    is re-traced when that changes, when a value decided Python control flow, or when the
-    arrays or names ``fun`` closes over change.
+    Gradients have the dtype and pytree structure of the differentiated arguments. ``fun``
+    runs on every call (nothing is cached: random draws and globals behave as written, as
+    with autograd and ``jax.grad``); its operations are taped as they run and the tape is run
+    backwards. Use ``ft.jit(ft.value_and_grad(f))`` to compile it once per signature.
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -308,47 +245,72 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         >>> float(v), g
         (5.0, array([2., 4.]))
     """
-    return _value_and_grad(fun, argnums, has_aux, holomorphic, "value_and_grad", True)
+    return _value_and_grad(fun, argnums, has_aux, holomorphic, "value_and_grad")
 
 
-def _value_and_grad(fun, argnums, has_aux, holomorphic, fname, want_value):
+def _describe_out(x) -> str:
+    if isinstance(x, tuple | list):
+        return f"a {type(x).__name__} of {len(x)} values"
+    if isinstance(x, dict):
+        return f"a dict with keys {sorted(x)!r:.60}"
+    return f"a {type(x).__name__}"
+
+
+def _scalar_output(out, fname, has_aux, holomorphic):
+    """The differentiated output of ``fun``'s result (and the aux part), checked."""
+    if has_aux:
+        if not isinstance(out, tuple | list) or len(out) != 2:
+            raise TypeError(f"{fname}(has_aux=True) requires the function to return a pair "
+                            f"(value, aux); it returned {_describe_out(out)}")
+        main, aux = out
+    else:
+        main, aux = out, None
+    leaves, tree = tree_util.tree_flatten(main)
+    if len(leaves) != 1 or tree_util.tree_structure(leaves[0]) != tree:
+        hint = (" To return extra values alongside the value, use has_aux=True and return "
+                "(value, aux)." if isinstance(main, tuple | list) and not has_aux else "")
+        raise TypeError(f"{fname} requires a scalar output; the function returned "
+                        f"{_describe_out(main)}.{hint}")
+    y = _check_out_leaf(leaves[0], 0)
+    _check_scalar_out(_aval_any(y), fname, holomorphic)
+    return y, aux
+
+
+def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
     def vg(*args, **kwargs):
         nums, single = _argnums_tuple(argnums, len(args))
+        leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
+        leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
         wrt = _wrt_leaf_indices(args, kwargs, nums)
-
-        def build(tr, in_tree, out_tree):
-            g = tr.graph
-            if has_aux and not _is_pair(out_tree):
-                raise TypeError("has_aux=True requires fun to return a pair (value, aux)")
-            if not g.outputs:
-                raise TypeError(f"{fname}: the function returned no array")
-            _check_scalar_out(g.outputs[0].aval, fname, holomorphic)
-            _warn_unsafe_where(g)
-            seeds = [np.ones((), g.outputs[0].aval.dtype)] + [None] * (len(g.outputs) - 1)
-            full = vjp_graph(g, wrt, seeds)
-            if not want_value:   # keep aux outputs, drop the value: DCE may drop the forward
-                n_aux = len(g.outputs) - 1
-                keep = list(full.outputs[1:1 + n_aux]) + list(full.outputs[len(g.outputs):])
-                full = Graph(full.inputs, full.eqns, keep)
-            return optimize(full), None
-
-        _check_wrt_dtypes(tree_util.tree_leaves((args, kwargs)), wrt, fname, holomorphic)
-        graph, out_tree, _, leaves, captured = _cached_transform(
-            (fname, tuple(wrt), has_aux), fun, args, kwargs, build)
-        outs = _run(graph, list(leaves) + list(captured))
-        n_out = out_tree.num_leaves
-        if not want_value:   # the graph does not compute the value: outputs are aux, grads
-            outs = [None] + list(outs)
-        value = tree_util.tree_unflatten(out_tree, outs[:n_out])
-        grads = outs[n_out:]
-        per_arg = []
-        off = 0
+        _check_wrt_dtypes(leaves, wrt, fname, holomorphic)
+        trace = TapeTrace(_current.get())
+        ins = list(leaves)
+        for i in wrt:
+            ins[i] = trace.leaf(ins[i])
+        try:
+            out = _call_traced(trace, fun, in_tree, ins)
+            y, aux = _scalar_output(out, fname, has_aux, holomorphic)
+            wanted = [ins[i] for i in wrt]
+            if isinstance(y, TapeTracer) and y._trace is trace:
+                grads = trace.pullback([(y, np.ones((), y.dtype))], wanted)
+            else:      # the value does not depend on the differentiated arguments
+                grads = [np.zeros(t.shape, t.dtype) if not isinstance(t._primal, Tracer)
+                         else _zeros_of(t._primal) for t in wanted]
+        finally:
+            trace.active = False
+        top = trace.parent is None
+        grads = [_own(g) if top else g for g in grads]
+        per_arg, off = [], 0
         for n in nums:
             k = len(tree_util.tree_leaves(args[n]))
             per_arg.append(tree_util.tree_unflatten(tree_util.tree_structure(args[n]),
                                                     grads[off:off + k]))
             off += k
         g = per_arg[0] if single else tuple(per_arg)
+        value = unwrap(y, trace)
+        value = _own(value) if top else value
+        if has_aux:
+            return (value, _unwrap_tree(aux, trace)), g
         return value, g
 
     vg.__name__ = f"{fname}({getattr(fun, '__name__', 'f')})"
@@ -356,21 +318,9 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname, want_value):
     return vg
 
 
-def _warn_unsafe_where(g):
-    """Warn (once per traced graph) about selects whose untaken branch is singular."""
-    import warnings
-
-    from .errors import FunctraceWarning
-    from .passes.simplify import cse
-    from .passes.where_check import SINGULAR, find_unsafe_where
-    from .tracing import source_line
-    for sel, s, _ in find_unsafe_where(cse(g)):   # CSE: a repeated condition is one Var
-        warnings.warn(
-            f"where(...) at {source_line(sel.source)} selects between branches, one of which "
-            f"computes {s.op.name} (at {source_line(s.source)}), which is singular where that "
-            f"branch is not taken: its gradient can be NaN there. Guard the input (the "
-            f"'double where': x_safe = fnp.where(cond, x, {SINGULAR[s.op.name][1]})), or "
-            "wrap the function in ft.safe_where(f).", FunctraceWarning, stacklevel=4)
+def _zeros_of(like):
+    from .tape import zeros_of
+    return zeros_of(like)
 
 
 def safe_where(fun: Callable) -> Callable:
@@ -393,18 +343,9 @@ def safe_where(fun: Callable) -> Callable:
     def wrapped(*args, **kwargs):
         def build(tr, in_tree, out_tree):
             return make_where_safe(cse(tr.graph)), None
-        graph, out_tree, _, leaves, captured = _cached_transform(
-            ("safe_where",), fun, args, kwargs, build)
+        graph, out_tree, _, leaves, captured = _traced_transform(fun, args, kwargs, build)
         return tree_util.tree_unflatten(out_tree, _run(graph, list(leaves) + list(captured)))
     return wrapped
-
-
-def _is_pair(tree):
-    try:
-        ex = tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
-    except Exception:
-        return False
-    return isinstance(ex, tuple | list) and len(ex) == 2
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -421,7 +362,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
         >>> float(ft.grad(ft.grad(lambda x: x ** 3))(2.0))
         12.0
     """
-    vg = _value_and_grad(fun, argnums, has_aux, holomorphic, "grad", False)
+    vg = _value_and_grad(fun, argnums, has_aux, holomorphic, "grad")
 
     def g(*args, **kwargs):
         value, gr = vg(*args, **kwargs)
@@ -435,8 +376,9 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 def vjp(fun: Callable, *primals, has_aux: bool = False):
     """``out, vjp_fn = ft.vjp(f, *primals)``; ``vjp_fn(ct)`` returns one cotangent per primal.
 
-    The forward values the backward pass needs are computed once and kept by ``vjp_fn``; the
-    rest are freed.
+    ``f`` runs once, taped; ``vjp_fn`` runs the tape backwards and may be called many
+    times (and inside other transforms). With ``has_aux=True``, ``f`` returns
+    ``(out, aux)`` and the result is ``(out, vjp_fn, aux)``, as in JAX.
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -444,36 +386,28 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         >>> pullback(np.ones(2))
         (array([3., 4.]), array([1., 2.]))
     """
-    nums = tuple(range(len(primals)))
-    wrt = _wrt_leaf_indices(primals, {}, nums)
-    _check_wrt_dtypes(tree_util.tree_leaves(primals), wrt, "vjp", True)
-
-    def build(tr, in_tree, out_tree):
-        g = tr.graph
-        n_main = g.outputs
-        if has_aux:
-            ex = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
-            n_main = len(tree_util.tree_leaves(ex[0]))
-        else:
-            n_main = len(g.outputs)
-        seeds = ["input"] * n_main + [None] * (len(g.outputs) - n_main)
-        full = optimize(vjp_graph(g, wrt, seeds))
-        fwd, bwd = _split(full, len(g.inputs), len(g.outputs))
-        return (fwd, bwd), n_main
-
-    (fwd, bwd), out_tree, n_main, leaves, captured = _cached_transform(
-        ("vjp_split", has_aux), fun, primals, {}, build)
-    ins = list(leaves) + list(captured)
-    fwd_outs = _run(fwd, ins)
-    n_out = out_tree.num_leaves
-    outs, residuals = fwd_outs[:n_out], fwd_outs[n_out:]
-    value = tree_util.tree_unflatten(out_tree, outs)
+    leaves, in_tree = tree_util.tree_flatten((tuple(primals), {}))
+    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+    _check_wrt_dtypes(leaves, range(len(leaves)), "vjp", True)
+    trace = TapeTrace(_current.get())
+    ins = [trace.leaf(x) for x in leaves]
+    try:
+        out = _call_traced(trace, fun, in_tree, ins)
+    finally:
+        trace.active = False
     if has_aux:
-        main_val, aux = value
+        if not isinstance(out, tuple | list) or len(out) != 2:
+            raise TypeError("vjp(has_aux=True) requires the function to return a pair "
+                            f"(out, aux); it returned {_describe_out(out)}")
+        main, aux = out
     else:
-        main_val = value
-    main_tree = tree_util.tree_structure(main_val)
-    out_avals = [_aval_any(o) for o in outs[:n_main]]
+        main, aux = out, None
+    out_leaves, main_tree = tree_util.tree_flatten(main)
+    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    out_avals = [_aval_any(o) for o in out_leaves]
+    top = trace.parent is None
+    value = tree_util.tree_unflatten(main_tree, [
+        _own(unwrap(o, trace)) if top else unwrap(o, trace) for o in out_leaves])
 
     def vjp_fn(ct):
         ct_leaves, tree = tree_util.tree_flatten(ct)
@@ -481,13 +415,16 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
             raise TypeError(f"vjp_fn expects a cotangent with the output's structure "
                             f"{main_tree}, got {tree}")
         cts = []
-        for c, av in zip(ct_leaves, out_avals):
-            c = c if isinstance(c, Tracer) else _ops._base.as_array(c, dtype=av.dtype)
+        for k, (c, av) in enumerate(zip(ct_leaves, out_avals)):
+            if not isinstance(c, Tracer):
+                c = _ops._base.as_array(_check_leaf_arg(c, k), dtype=av.dtype)
             if _aval_any(c).shape != av.shape:
-                raise ValueError(f"cotangent shape {_aval_any(c).shape} differs from the "
-                                 f"output's {av.shape}")
+                raise ShapeError(f"vjp_fn: cotangent {k} has shape {_aval_any(c).shape}; the "
+                                 f"output has shape {av.shape}")
             cts.append(c)
-        gr = _run(bwd, list(residuals) + cts)
+        gr = trace.pullback(list(zip(out_leaves, cts)), ins)
+        if _current.get() is None:
+            gr = [_own(x) for x in gr]
         res, off = [], 0
         for p in primals:
             k = len(tree_util.tree_leaves(p))
@@ -495,7 +432,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
             off += k
         return tuple(res)
 
-    return (value if not has_aux else main_val), vjp_fn if not has_aux else (vjp_fn, aux)
+    if has_aux:
+        return value, vjp_fn, _unwrap_tree(aux, trace)
+    return value, vjp_fn
 
 
 def _aval_any(x):
@@ -505,7 +444,7 @@ def _aval_any(x):
 def _split(g, n_primal_in: int, n_out: int):
     """Split a joint vjp graph into forward (primals -> outputs + residuals) and backward
     (residuals + cotangents -> gradients) graphs by dependence on the cotangent inputs."""
-    from .core import Graph, Var
+    from .core import Var
     ct_inputs = set(g.inputs[n_primal_in:])
     bwd_vars = set(ct_inputs)
     fwd_eqns, bwd_eqns = [], []

@@ -32,7 +32,7 @@ from .core import AVal, Eqn, Graph, Lit, Var
 from .errors import MissingRuleError
 from .tracing import Trace, Tracer, _current, _source_override, _wanted, source_line
 
-__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like"]
+__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -236,6 +236,63 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
         _current.reset(token)
         trace.active = False
     return Graph(trace.inputs, trace.eqns, out_atoms)
+
+
+# --------------------------------------------------------------------------------------------
+# Which forward values a vjp rule reads (the seed's GetBackwardDependency)
+# --------------------------------------------------------------------------------------------
+
+_dep_cache: dict = {}
+
+
+def rule_dependency(op, params, in_key: tuple, out_avals: tuple, active: tuple):
+    """Which inputs and outputs of an equation its vjp rule reads: ``(save_in, save_out)``.
+
+    ``in_key`` holds the input AVal (a Var operand) or the Lit itself; ``active`` says which
+    inputs carry a gradient. The rule is traced on abstract values (as vjp_graph would run it)
+    and what the pruned gradient graph reads is what must be kept. Cached per signature. Any
+    failure keeps everything, which is always correct.
+    """
+    n_in, n_out = len(in_key), len(out_avals)
+    if op.zero_grad or not any(active):
+        return (False,) * n_in, (False,) * n_out
+    if op.vjp is None or not op.differentiable:   # backward will say so, naming the op
+        return (False,) * n_in, (False,) * n_out
+    key = (op.name, params, in_key, out_avals, active)
+    try:
+        hit = _dep_cache.get(key)
+    except TypeError:   # an unhashable param: analyse without caching
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    trace = Trace(None)
+    ins = [trace.new_input(k) if isinstance(k, AVal) else k.val for k in in_key]
+    outs = [trace.new_input(a) for a in out_avals]
+    cts = tuple(trace.new_input(a) if a.dtype.kind in "fc" else None for a in out_avals)
+    token = _current.set(trace)
+    try:
+        got = op.vjp(cts, tuple(ins), tuple(outs), **params)
+        res = [trace.to_atom(c) for c, act in zip(got, active, strict=True)
+               if act and c is not None]
+    except Exception:   # a rule that needs values (or fails): keep everything
+        res = None
+    finally:
+        _current.reset(token)
+        trace.active = False
+    if res is None:
+        result = ((True,) * n_in, (True,) * n_out)
+    else:
+        from .passes.simplify import dce
+        g = dce(Graph(trace.inputs, trace.eqns, res))
+        used = {a for e in g.eqns for a in e.inputs if isinstance(a, Var)}
+        used.update(a for a in g.outputs if isinstance(a, Var))
+        result = (tuple(isinstance(t, Tracer) and t._var in used for t in ins),
+                  tuple(t._var in used for t in outs))
+    if key is not None:
+        if len(_dep_cache) > 4096:
+            _dep_cache.clear()
+        _dep_cache[key] = result
+    return result
 
 
 # --------------------------------------------------------------------------------------------

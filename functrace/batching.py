@@ -25,7 +25,7 @@ from .core import AVal, Graph, Lit, Var, registry
 from .errors import MissingRuleError
 from .tracing import Tracer, _source_override, bind, source_line, trace_to_graph
 
-__all__ = ["batch_graph", "moveaxis", "bdim_to_front"]
+__all__ = ["batch_graph", "moveaxis", "bdim_to_front", "install_rules"]
 
 
 def _shape(x):
@@ -410,7 +410,8 @@ _SUBGRAPH = {"checkpoint": "graph"}
 _CUSTOM = {"custom_jvp_call": _custom_jvp_batch, "custom_vjp_call": _custom_vjp_batch}
 
 
-def _install_rules():
+def install_rules() -> None:
+    """Attach the family batch rules to every op that has none (idempotent)."""
     for name, op in registry.items():
         if op.batch is not None:
             continue
@@ -446,7 +447,7 @@ def batch_graph(g: Graph, in_dims: Sequence[int | None], axis_size: int,
     Returns:
         A graph over the batched input types computing all examples at once with batched ops.
     """
-    _install_rules()
+    install_rules()
     if out_dims is None:
         out_dims = [0] * len(g.outputs)
     in_avals = []

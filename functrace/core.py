@@ -243,9 +243,16 @@ class SourceInfo:
     lineno: int
     function: str = ""
     line: str = ""
+    rule: str = ""     # set on equations a gradient rule emitted: the op whose rule it was
 
     def __str__(self):
         return f"{self.filename}:{self.lineno}"
+
+    def in_rule(self, op_name: str) -> SourceInfo:
+        """The same place, marked as emitted by ``op_name``'s derivative rule."""
+        if self.rule == op_name:
+            return self
+        return SourceInfo(self.filename, self.lineno, self.function, self.line, op_name)
 
 
 class Eqn:

@@ -36,6 +36,19 @@ class TracerLeakError(FunctraceError, RuntimeError):
     """A tracer was used after the transform that made it had finished."""
 
 
+class TracerConversionError(FunctraceError, TypeError):
+    """A traced value that is being differentiated was converted to a Python number or a
+    numpy array (``float(x)``, ``x.item()``, ``np.asarray(x)``): its derivative would be
+    dropped silently. The message names the user's line and the fix (``ft.stop_gradient`` or
+    the ``functrace.numpy`` function)."""
+
+
+class GuardError(FunctraceError, ValueError):
+    """A Symbol traced on concrete inputs was called with inputs that take another Python
+    path: a value-dependent decision recorded as a guard (``if x.sum() > 0:``) came out
+    differently. The message names the decision's file:line."""
+
+
 class FunctraceWarning(UserWarning):
     """A likely numerical problem in the user's function (e.g. the `where` trap)."""
 

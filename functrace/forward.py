@@ -1,11 +1,13 @@
 """Public forward-mode and batching transforms: jvp, linearize, vmap, jacfwd, jacrev,
 jacobian, hessian.
 
-Owns the user-facing side of ``autodiff.jvp_graph`` and ``batching.batch_graph``: pytrees,
-``in_axes``/``out_axes``, argument checks, caching (through ``api._cached_transform``), and the
-Jacobian builders, each of which is *one* batched graph (jacrev = vmap over the vjp graph,
-jacfwd = vmap over the jvp graph, hessian = jacfwd(jacrev)), evaluated in chunks of
-``chunk_size`` basis vectors when asked, so a large Jacobian fits in memory.
+Owns the user-facing side of the eager forward and batching traces (``tape.JVPTrace``,
+``tape.BatchTrace``): pytrees, ``in_axes``/``out_axes``, argument checks, and the Jacobian
+builders. Like ``grad``, they re-run the user's function on every call and cache nothing.
+Each Jacobian is one batched computation: ``jacrev`` is ``vmap`` over the pullback of one
+taped forward pass, ``jacfwd`` is ``vmap`` over ``jvp``, ``hessian = jacfwd(jacrev)``, taken
+in chunks of ``chunk_size`` basis vectors when asked so that a large Jacobian fits in memory.
+Under ``ft.jit`` the same code records one graph.
 """
 
 from __future__ import annotations
@@ -17,18 +19,23 @@ import numpy as np
 from . import tree_util
 from .api import (
     _argnums_tuple,
-    _cached_transform,
+    _call_traced,
+    _check_leaf_arg,
+    _check_out_leaf,
     _check_wrt_dtypes,
+    _own,
     _run,
     _split,
+    _traced_transform,
     _wrt_leaf_indices,
 )
-from .autodiff import jvp_graph, vjp_graph
-from .batching import batch_graph
-from .core import AVal, Graph
+from .autodiff import jvp_graph
+from .batching import bdim_to_front, install_rules, moveaxis
+from .core import AVal
 from .ops._base import as_array
-from .passes.simplify import dce, optimize
-from .tracing import Tracer
+from .passes.simplify import optimize
+from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, TapeTrace, unwrap, zeros_of
+from .tracing import Tracer, _current
 
 __all__ = ["jvp", "linearize", "vmap", "jacfwd", "jacrev", "jacobian", "hessian"]
 
@@ -46,12 +53,21 @@ def _aval(x) -> AVal:
 # --------------------------------------------------------------------------------------------
 
 def _check_tangents(primals, tangents):
+    if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
+        raise TypeError("jvp takes the primals and the tangents as tuples (or lists) of "
+                        "arguments: ft.jvp(f, (x,), (t,)), not ft.jvp(f, x, t); got "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise TypeError(f"jvp: {len(primals)} primal argument(s) but {len(tangents)} "
+                        "tangent(s); give one tangent per argument")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     if p_tree != t_tree:
         raise TypeError(f"jvp: tangents must have the primals' structure {p_tree}, got {t_tree}")
+    p_leaves = [_check_leaf_arg(p, i) for i, p in enumerate(p_leaves)]
     out = []
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        t = _check_leaf_arg(t, i)
         pa, ta = _aval(p), _aval(t)
         if pa.shape != ta.shape:
             raise ValueError(f"jvp: tangent {i} has shape {ta.shape}, primal has {pa.shape}")
@@ -59,12 +75,15 @@ def _check_tangents(primals, tangents):
             if isinstance(t, Tracer):
                 raise TypeError(f"jvp: tangent {i} has dtype {ta.dtype}, primal has {pa.dtype}")
             t = as_array(t, dtype=pa.dtype)
-        out.append(t if pa.dtype.kind in "fc" else np.zeros(pa.shape, pa.dtype))
-    return p_leaves, out
+        out.append(t if pa.dtype.kind in "fc" else None)
+    return p_leaves, p_tree, out
 
 
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     """Forward mode: ``(fun(*primals), J @ tangents)``.
+
+    ``fun`` runs once, each operation pushing its tangent forward as it runs (nothing is
+    cached).
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -72,19 +91,32 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
         >>> ty
         array([1.        , 0.54030231])
     """
-    primals, tangents = tuple(primals), tuple(tangents)
-    _, t_leaves = _check_tangents(primals, tangents)
-    n = len(t_leaves)
+    p_leaves, p_tree, t_leaves = _check_tangents(primals, tangents)
+    in_tree = tree_util.tree_structure((tuple(primals), {}))
+    trace = JVPTrace(_current.get())
+    ins = [p if t is None else trace.input(p, t) for p, t in zip(p_leaves, t_leaves)]
+    try:
+        out = _call_traced(trace, fun, in_tree, ins)
+    finally:
+        trace.active = False
+    out_leaves, out_tree = tree_util.tree_flatten(out)
+    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    outs, tans = [], []
+    for o in out_leaves:
+        if isinstance(o, JVPTracer) and o._trace is trace:
+            outs.append(o._primal)
+            tans.append(o._tangent)
+        else:
+            outs.append(o)
+            tans.append(zeros_of(_value(o)))
+    if trace.parent is None:
+        outs, tans = [_own(o) for o in outs], [_own(t) for t in tans]
+    return (tree_util.tree_unflatten(out_tree, outs),
+            tree_util.tree_unflatten(out_tree, tans))
 
-    def build(tr, in_tree, out_tree):
-        return optimize(jvp_graph(tr.graph, list(range(n)))), None
 
-    graph, out_tree, _, leaves, captured = _cached_transform(
-        ("jvp",), fun, primals, {}, build)
-    outs = _run(graph, list(leaves) + list(captured) + list(t_leaves))
-    k = out_tree.num_leaves
-    return (tree_util.tree_unflatten(out_tree, outs[:k]),
-            tree_util.tree_unflatten(out_tree, outs[k:]))
+def _value(x):
+    return x if hasattr(x, "dtype") else np.asarray(x)
 
 
 def linearize(fun: Callable, *primals):
@@ -108,8 +140,8 @@ def linearize(fun: Callable, *primals):
         fwd, lin = _split(full, n_in, len(g.outputs))
         return (fwd, lin), None
 
-    (fwd, lin), out_tree, _, leaves, captured = _cached_transform(
-        ("linearize",), fun, primals, {}, build)
+    (fwd, lin), out_tree, _, leaves, captured = _traced_transform(
+        fun, primals, {}, build, diff=range(n))
     res = _run(fwd, list(leaves) + list(captured))
     k = out_tree.num_leaves
     out, residuals = res[:k], res[k:]
@@ -147,25 +179,29 @@ def _prefix_leaves(prefix, tree, what):
 
 
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Callable:
-    """Vectorise ``fun`` over a batch axis: one batched graph, never a Python loop.
+    """Vectorise ``fun`` over a batch axis: one batched op per op, never a Python loop.
 
     Args:
         fun: function of arrays (pytrees allowed).
         in_axes: int, None, or a tuple with one entry per positional argument, each an int,
             None (not batched) or a pytree prefix of that argument (JAX semantics).
-        out_axes: the same for the outputs.
+        out_axes: the same for the outputs (an int may be negative, counted in the batched
+            output; None returns an output that does not depend on the batch unbatched).
         axis_size: the batch size, needed only when no argument is batched.
+
+    ``fun`` runs on every call, with arguments that behave as one example each; each
+    operation runs at once as one batched operation (its batch rule). Python control flow
+    on a batched value is an error (each example may take another path): use
+    ``fnp.where``.
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
         >>> ft.vmap(lambda x, w: fnp.dot(x, w), in_axes=(0, None))(np.ones((3, 2)), np.ones(2))
         array([2., 2., 2.])
     """
-    if not isinstance(in_axes, tuple | list) and in_axes is not None and not isinstance(
-            in_axes, int | np.integer):
-        raise TypeError(f"vmap in_axes must be an int, None or a tuple, got {in_axes!r}")
-    dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes
-    out_key = _hashable(out_axes)
+    _check_axes_spec(in_axes, "in_axes")
+    _check_axes_spec(out_axes, "out_axes")
+    dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes (no trace involved)
 
     def batched(*args):
         leaves, tree = tree_util.tree_flatten((args, {}))
@@ -176,16 +212,18 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             if len(axes) != len(args):
                 raise ValueError(f"vmap in_axes has {len(axes)} entries for {len(args)} "
                                  "positional arguments")
-            dims = dims_by_tree[tree] = [d for a, ax in zip(args, axes)
-                                         for d in _prefix_leaves(ax, a, "in_axes")]
+            dims = [d for a, ax in zip(args, axes) for d in _prefix_leaves(ax, a, "in_axes")]
             if len(dims) != len(leaves):   # keyword arguments are not mapped
                 raise TypeError("vmap maps positional arguments only")
+            if len(dims_by_tree) < 64:
+                dims_by_tree[tree] = dims
+        leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
         norm, size = [], axis_size
         for i, (x, d) in enumerate(zip(leaves, dims)):
             if d is None:
                 norm.append(None)
                 continue
-            shape = x.shape if isinstance(x, np.ndarray | Tracer) else _aval(x).shape
+            shape = _aval(x).shape
             if not -len(shape) <= d < len(shape):
                 raise ValueError(f"vmap in_axes {d} is out of range for argument leaf {i} of "
                                  f"shape {shape}")
@@ -198,34 +236,68 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             norm.append(d)
         if size is None:
             raise ValueError("vmap needs at least one batched argument or axis_size=")
-
-        def examples(ls):
-            return [AVal(tuple(s for j, s in enumerate(_aval(x).shape) if j != d),
-                         _aval(x).dtype) if d is not None else x for x, d in zip(ls, norm)]
-
-        def build(tr, in_tree, out_tree):
-            ex = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
-            odims = _prefix_leaves(out_axes, ex, "out_axes")
-            g = tr.graph
-            n_cap = len(g.inputs) - len(norm)
-            bg = batch_graph(g, list(norm) + [None] * n_cap, size,
-                             [None if od is None else od % (_out_ndim(g, k) + 1)
-                              for k, od in enumerate(odims)])
-            return optimize(bg), None
-
-        graph, out_tree, _, lv, captured = _cached_transform(
-            ("vmap", tuple(norm), size, out_key), fun, args, {}, build,
-            examples=examples, flat=(leaves, tree))
-        outs = _run(graph, list(lv) + list(captured))
-        return tree_util.tree_unflatten(out_tree, outs)
+        in_tree = tree_util.tree_structure((tuple(args), {}))
+        return _vmap_call(fun, in_tree, leaves, norm, size, out_axes)
 
     batched.__name__ = f"vmap({getattr(fun, '__name__', 'f')})"
     batched.__doc__ = fun.__doc__
     return batched
 
 
-def _out_ndim(g: Graph, k: int) -> int:
-    return len(g.outputs[k].aval.shape)
+def _check_axes_spec(spec, what):
+    if spec is None or isinstance(spec, int | np.integer):
+        return
+    if isinstance(spec, tuple | list):
+        for s in spec:
+            _check_axes_spec(s, what)
+        return
+    if isinstance(spec, dict):
+        for s in spec.values():
+            _check_axes_spec(s, what)
+        return
+    raise TypeError(f"vmap {what} entries must be ints, None, or tuples/lists/dicts of them; "
+                    f"got {type(spec).__name__} {spec!r:.40}")
+
+
+def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
+    """``fun`` on the batched ``leaves`` (batch axis ``dims[i]`` or None); outputs with their
+    batch axis at ``out_axes``."""
+    install_rules()
+    trace = BatchTrace(_current.get(), size)
+    ins = [x if d is None else trace.input(x, d) for x, d in zip(leaves, dims)]
+    try:
+        out = _call_traced(trace, fun, in_tree, ins)
+    finally:
+        trace.active = False
+    out_leaves, out_tree = tree_util.tree_flatten(out)
+    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    example = tree_util.tree_unflatten(out_tree, list(range(len(out_leaves))))
+    odims = _prefix_leaves(out_axes, example, "out_axes")
+    res = []
+    for k, (o, od) in enumerate(zip(out_leaves, odims)):
+        if isinstance(o, BatchTracer) and o._trace is trace:
+            val, d = o._primal, o._bdim
+        else:
+            val, d = _value(o), None
+        if od is None:
+            if d is not None:
+                raise ValueError(f"vmap: out_axes=None for output leaf {k}, which depends on "
+                                 "the batched inputs; give it an axis (out_axes=0)")
+            res.append(val)
+            continue
+        nd = len(val.shape) + (1 if d is None else 0)
+        if not -nd <= od < nd:
+            raise ValueError(f"vmap out_axes {od} is out of range for output leaf {k}, which "
+                             f"has {nd} dimensions with the batch axis")
+        token = _current.set(trace.parent)
+        try:
+            val = moveaxis(bdim_to_front(val, d, size), 0, od % nd)
+        finally:
+            _current.reset(token)
+        res.append(val)
+    if trace.parent is None:
+        res = [_own(r) for r in res]
+    return tree_util.tree_unflatten(out_tree, res)
 
 
 def _hashable(x):
@@ -242,62 +314,21 @@ def _hashable(x):
 
 def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux):
     nums, single = _argnums_tuple(argnums, len(args))
+    leaves, in_tree = tree_util.tree_flatten((tuple(args), {}))
+    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     wrt = _wrt_leaf_indices(args, {}, nums)
-    _check_wrt_dtypes(tree_util.tree_leaves(args), wrt, "jac" + mode, True)
-    leaves = tree_util.tree_leaves(args)
-
-    def build(tr, in_tree, out_tree):
-        g = tr.graph
-        n_out_main = len(g.outputs)
-        if has_aux:
-            ex = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
-            n_out_main = len(tree_util.tree_leaves(ex[0]))
-        main = Graph(g.inputs, g.eqns, g.outputs[:n_out_main])
-        out_avals = [a.aval for a in main.outputs]
-        for av in out_avals:
-            if av.dtype.kind not in "fc":
-                raise TypeError(f"jac{mode} needs float outputs, got {av.dtype}")
-        n_in = len(g.inputs)
-        if mode == "rev":
-            joint = vjp_graph(main, wrt, ["input"] * len(main.outputs))
-            grads_only = dce(Graph(joint.inputs, joint.eqns, joint.outputs[len(main.outputs):]))
-            basis_avals = out_avals
-        else:
-            joint = jvp_graph(main, wrt)
-            grads_only = dce(Graph(joint.inputs, joint.eqns, joint.outputs[len(main.outputs):]))
-            basis_avals = [g.inputs[i].aval for i in wrt]
-        n = sum(a.size for a in basis_avals)
-        chunk = n if not chunk_size else min(int(chunk_size), n)
-        if n == 1:
-            # one basis vector (the gradient of a scalar): no batch axis to push through the
-            # graph, just a unit axis on the way in and out (keeps hessian = jacfwd(jacrev)
-            # free of size-1 batch dimensions)
-            bg = _unit_batch(grads_only, n_in, basis_avals)
-        else:
-            bg = batch_graph(grads_only, [None] * n_in + [0] * len(basis_avals), max(chunk, 1))
-        aux_graph = None
-        if has_aux:
-            aux_graph = dce(Graph(g.inputs, g.eqns, g.outputs[n_out_main:]))
-        return optimize(bg), (out_avals, basis_avals, chunk, aux_graph, n_out_main)
-
-    graph, out_tree, extra, lv, captured = _cached_transform(
-        ("jac", mode, tuple(wrt), chunk_size, has_aux), fun, args, {}, build)
-    out_avals, basis_avals, chunk, aux_graph, n_out_main = extra
-    base = list(lv) + list(captured)
-    n = sum(a.size for a in basis_avals)
-    rows = _run_chunks(graph, base, basis_avals, n, max(chunk, 1))
-    # rows[k]: for each result leaf k (one per wrt input for rev, per output for fwd),
-    # an array (n, *shape)
+    _check_wrt_dtypes(leaves, wrt, "jac" + mode, True)
+    in_avals = [_aval(leaves[i]) for i in wrt]
     if mode == "rev":
-        # rows are gradients w.r.t. each wrt input, indexed by output element
-        in_avals = [_aval(leaves[i]) for i in wrt]
-        blocks = _assemble(rows, out_avals, in_avals, rev=True)
+        rows, out_avals, main_tree, aux = _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size,
+                                                        has_aux)
     else:
-        in_avals = basis_avals
-        blocks = _assemble(rows, out_avals, in_avals, rev=False)
+        rows, out_avals, main_tree, aux = _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals,
+                                                        chunk_size, has_aux)
+    # rows[k]: for rev, per wrt input, an array (n_out_total, *in.shape); for fwd, per
+    # output, an array (n_in_total, *out.shape)
+    blocks = _assemble(rows, out_avals, in_avals, rev=mode == "rev")
     # blocks[o][i]: d out_o / d in_i with shape out.shape + in.shape
-    main_ex = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
-    main_tree = tree_util.tree_structure(main_ex[0] if has_aux else main_ex)
     per_out = []
     for o in range(len(out_avals)):
         per_arg, off = [], 0
@@ -308,58 +339,127 @@ def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux):
             off += len(a_leaves)
         per_out.append(per_arg[0] if single else tuple(per_arg))
     res = tree_util.tree_unflatten(main_tree, per_out)
-    if has_aux:
-        aux = tree_util.tree_unflatten(
-            tree_util.tree_structure(main_ex[1]), _run(aux_graph, base))
-        return res, aux
-    return res
+    return (res, aux) if has_aux else res
 
 
-def _unit_batch(g: Graph, n_in: int, basis_avals) -> Graph:
-    """``g`` with a leading unit axis added to its basis inputs and to its outputs."""
-    from . import ops
-    from .tracing import eval_graph, trace_to_graph
-
-    def run(*args):
-        base, basis = list(args[:n_in]), args[n_in:]
-        outs = eval_graph(g, base + [ops.reshape(b, b.shape[1:]) for b in basis])
-        return [ops.reshape(o, (1,) + tuple(np.shape(o) if not isinstance(o, Tracer)
-                                            else o.shape)) for o in outs]
-    avals = [v.aval for v in g.inputs[:n_in]] + [AVal((1,) + a.shape, a.dtype)
-                                                  for a in basis_avals]
-    return trace_to_graph(run, avals).graph
+def _split_aux(out, has_aux, fname):
+    if not has_aux:
+        return out, None
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        raise TypeError(f"{fname}(has_aux=True) requires the function to return a pair "
+                        f"(out, aux); it returned a {type(out).__name__}")
+    return out[0], out[1]
 
 
-def _basis(avals, start, stop, chunk):
-    """Rows start..stop of the identity over the flattened ``avals``, padded to ``chunk``."""
+def _float_outputs(out_leaves, fname):
+    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    for o in out_leaves:
+        dt = _aval(o).dtype
+        if dt.kind not in "fc":
+            raise TypeError(f"{fname} needs float outputs, got {dt}")
+    return out_leaves
+
+
+def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
+    """One taped forward pass; the pullback of every output basis vector, batched."""
+    trace = TapeTrace(_current.get())
+    ins = list(leaves)
+    for i in wrt:
+        ins[i] = trace.leaf(ins[i])
+    try:
+        out = _call_traced(trace, fun, in_tree, ins)
+    finally:
+        trace.active = False
+    main, aux = _split_aux(out, has_aux, "jacrev")
+    out_leaves, main_tree = tree_util.tree_flatten(main)
+    out_leaves = _float_outputs(out_leaves, "jacrev")
+    out_avals = [_aval(o) for o in out_leaves]
+    wanted = [ins[i] for i in wrt]
+
+    def pull(*cts):
+        return trace.pullback(list(zip(out_leaves, cts)), wanted)
+
+    rows = _batched_rows(pull, out_avals, chunk_size)
+    if aux is not None:
+        aux = tree_util.tree_map(lambda x: unwrap(x, trace), aux)
+    return rows, out_avals, main_tree, aux
+
+
+def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
+    """``jvp`` of ``fun`` for every input basis vector, batched (the primal part is
+    computed once: it does not depend on the batched tangents)."""
+    box: dict = {}
+
+    def push(*ts):
+        trace = JVPTrace(_current.get())
+        ins = list(leaves)
+        for i, t in zip(wrt, ts):
+            ins[i] = trace.input(leaves[i], t)
+        try:
+            out = _call_traced(trace, fun, in_tree, ins)
+        finally:
+            trace.active = False
+        main, aux = _split_aux(out, has_aux, "jacfwd")
+        out_leaves, box["tree"] = tree_util.tree_flatten(main)
+        out_leaves = _float_outputs(out_leaves, "jacfwd")
+        box["avals"] = [_aval(o) for o in out_leaves]
+        box["aux"] = None if aux is None else tree_util.tree_map(lambda x: unwrap(x, trace),
+                                                                 aux)
+        return [o._tangent if isinstance(o, JVPTracer) and o._trace is trace
+                else zeros_of(_value(o)) for o in out_leaves]
+
+    rows = _batched_rows(push, in_avals, chunk_size)
+    aux = box["aux"]
+    if aux is not None and _current.get() is None:
+        aux = tree_util.tree_map(_unbatched_aux, aux)
+    return rows, box["avals"], box["tree"], aux
+
+
+def _unbatched_aux(x):
+    if isinstance(x, Tracer):
+        raise TypeError("jacfwd(has_aux=True): the aux output depends on the tangents")
+    return _own(x)
+
+
+def _batched_rows(fn, basis_avals, chunk_size):
+    """``fn(*basis)`` for every basis vector of the flattened ``basis_avals``, batched in
+    chunks: one array ``(n, *shape)`` per result of ``fn``. One basis vector needs no batch
+    axis (the gradient of a scalar): ``fn`` runs once and a unit axis is added."""
+    n = sum(a.size for a in basis_avals)
+    if n == 1:
+        outs = fn(*[np.ones(a.shape, a.dtype) for a in basis_avals])
+        return [_reshape(o, (1,) + tuple(_aval(o).shape)) for o in outs]
+    chunk = n if not chunk_size else max(1, min(int(chunk_size), n))
+    pieces = None
+    for start in range(0, max(n, 1), chunk):
+        stop = min(start + chunk, n)
+        basis = _basis(basis_avals, start, stop)
+        flat_tree = tree_util.tree_structure((tuple(basis), {}))
+        outs = _vmap_call(lambda *b: list(fn(*b)), flat_tree, basis, [0] * len(basis),
+                          stop - start, 0)
+        pieces = [[o] for o in outs] if pieces is None else [p + [o] for p, o in
+                                                               zip(pieces, outs)]
+    if any(isinstance(o, Tracer) for p in pieces for o in p):
+        from . import numpy as fnp
+        return [p[0] if len(p) == 1 else fnp.concatenate(p, axis=0) for p in pieces]
+    return [p[0] if len(p) == 1 else np.concatenate(p, axis=0) for p in pieces]
+
+
+def _basis(avals, start, stop):
+    """Rows start..stop of the identity over the flattened ``avals``."""
     n_rows = stop - start
     out = []
     off = 0
     for av in avals:
         m = av.size
-        b = np.zeros((chunk, m), av.dtype)
+        b = np.zeros((n_rows, m), av.dtype)
         for r in range(n_rows):
             j = start + r - off
             if 0 <= j < m:
                 b[r, j] = 1
-        out.append(b.reshape((chunk,) + av.shape))
+        out.append(b.reshape((n_rows,) + av.shape))
         off += m
     return out
-
-
-def _run_chunks(graph, base, basis_avals, n, chunk):
-    pieces = None
-    use_fnp = any(isinstance(x, Tracer) for x in base)
-    for start in range(0, max(n, 1), chunk):
-        stop = min(start + chunk, n)
-        outs = _run(graph, base + _basis(basis_avals, start, stop, chunk))
-        outs = [o[: stop - start] for o in outs] if stop - start != chunk else outs
-        pieces = [[o] for o in outs] if pieces is None else [p + [o] for p, o in
-                                                               zip(pieces, outs)]
-    if use_fnp:
-        from . import numpy as fnp
-        return [p[0] if len(p) == 1 else fnp.concatenate(p, axis=0) for p in pieces]
-    return [p[0] if len(p) == 1 else np.concatenate(p, axis=0) for p in pieces]
 
 
 def _reshape(x, shape):

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import tree_util
-from .api import _check_leaf_arg, _fingerprint, flatten_fun
+from .api import _check_leaf_arg, flatten_fun
 from .backends import numpy_ref
 from .core import AVal, Graph
 from .ops._base import on_device
@@ -74,6 +74,34 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, eager=eager, threads=threads)
     return Jitted(fun, backend, static_argnums, donate_argnums, eager, threads)
+
+
+def _fingerprint(fun, depth: int = 0) -> tuple:
+    """Identity of what ``fun`` reads from its closure and globals: a rebinding invalidates
+    a cached graph. (Arrays mutated in place are caught by comparing the literals.) Functions
+    in the closure are followed a few levels down, so ``jit(grad(f))`` notices a name that
+    ``f`` closes over being rebound. (On every jitted call: kept to plain lookups.)"""
+    f = getattr(fun, "__func__", fun)
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return ()
+    g = f.__globals__
+    # functrace's own wrappers (grad's, jit's) read only functrace's globals: not the user's
+    out = [] if g.get("__name__", "").startswith("functrace.") else [
+        id(g.get(n)) for n in code.co_names]
+    for c in f.__closure__ or ():
+        try:
+            v = c.cell_contents
+        except ValueError:       # an empty cell (a closure variable not assigned yet)
+            out.append(None)
+            continue
+        out.append(id(v))
+        if depth < 3 and type(v) is _FunctionType and v is not f:
+            out.append(_fingerprint(v, depth + 1))
+    return tuple(out)
+
+
+_FunctionType = type(_fingerprint)
 
 
 def _nums(x) -> tuple[int, ...]:
@@ -302,9 +330,18 @@ class Jitted:
 
 
 def _const_current(orig, lit) -> bool:
-    """Whether an array the trace baked in as a constant still holds that value. A device
+    """Whether an array the trace baked in as a constant still holds that value, bit for bit
+    (NaN equals NaN, -0.0 differs from 0.0: a cache must never change an answer). A device
     array counts by identity (comparing contents would synchronise with the GPU per call)."""
-    return on_device(orig) or np.array_equal(orig, lit)
+    if on_device(orig):
+        return True
+    a = np.asarray(orig)
+    if a.shape != lit.shape or a.dtype != lit.dtype:
+        return False
+    if a.nbytes <= 4096:
+        return a.tobytes() == lit.tobytes()
+    return bool(np.array_equal(np.ascontiguousarray(a).view(np.uint8),
+                               np.ascontiguousarray(lit).view(np.uint8)))
 
 
 class Lowered:

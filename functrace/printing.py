@@ -30,6 +30,7 @@ import math
 import os
 import re
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -153,7 +154,7 @@ def _lit_text(lit: Lit) -> str:
 # --------------------------------------------------------------------------------------------
 
 def graph_to_text(g: Graph, *, name: str = "f", source: bool = True,
-                  types: bool = False) -> str:
+                  types: bool = False, guards: Sequence = ()) -> str:
     """Print a graph as runnable-looking Python, one line per equation.
 
     Args:
@@ -164,7 +165,8 @@ def graph_to_text(g: Graph, *, name: str = "f", source: bool = True,
 
     Literals print inline (``1.0``, ``2.0:f32``, ``3:i64``, ``True``, ``const(f64[3,3])``);
     params print as keywords; sub-graph params print as nested ``def`` blocks just before the
-    equation that uses them.
+    equation that uses them. ``guards`` (``tracing.Guard``s of a Symbol) print as
+    ``guard(...)`` lines before the return: the value-dependent decisions the graph assumes.
 
     >>> from functrace.tracing import trace_to_graph
     >>> from functrace import ops
@@ -177,7 +179,7 @@ def graph_to_text(g: Graph, *, name: str = "f", source: bool = True,
         return (c,)
     """
     p = _TextPrinter(source, types, _Names(reserved=(name, *_RESERVED)))
-    p.block(g, name, "")
+    p.block(g, name, "", guards)
     return _align(p.lines)
 
 
@@ -193,7 +195,7 @@ class _TextPrinter:
             return _lit_text(a)
         return self.names.ref(a)
 
-    def block(self, g: Graph, fname: str, pad: str) -> None:
+    def block(self, g: Graph, fname: str, pad: str, guards: Sequence = ()) -> None:
         args = ", ".join(f"{self.names.define(v)}: {v.aval!r}" for v in g.inputs)
         self.lines.append((f"{pad}def {fname}({args}):", None))
         body = pad + "    "
@@ -217,6 +219,15 @@ class _TextPrinter:
                 comment_parts.append(src)
                 prev = (e.source.filename, e.source.lineno)
             self.lines.append((code, "  ".join(comment_parts) or None))
+        for gd in guards:
+            if gd.kind == "truth":
+                want = repr(gd.expected)
+            else:
+                want = _lit_text(Lit(gd.expected))
+            code = f"{body}guard({self.atom(gd.atom)}, {gd.kind}={want})"
+            src = self.source_comment(gd.source, None) if gd.source is not None else None
+            what = gd.describe()
+            self.lines.append((code, f"{what}  {src}" if src else what))
         outs = [self.atom(a) for a in g.outputs]
         self.lines.append((f"{body}return ({', '.join(outs)}{',' if len(outs) == 1 else ''})",
                            None))
@@ -339,10 +350,7 @@ def _enc_graph(g: Graph, names: _Names) -> dict:
                           for k, v in e.params.items()},
                "outputs": [define(o) for o in e.outputs]}
         if e.source is not None:
-            s = e.source
-            row["source"] = {"file": s.filename, "line": s.lineno, "function": s.function}
-            if s.line:
-                row["source"]["code"] = s.line
+            row["source"] = encode_source(e.source)
         eqns.append(row)
     return {"inputs": inputs, "eqns": eqns,
             "outputs": [atom(a, f"outputs[{i}]") for i, a in enumerate(g.outputs)]}
@@ -475,12 +483,41 @@ def _dec_param(x: Any, where: str) -> Any:
 def _dec_source(d: Any, where: str) -> SourceInfo:
     filename, lineno = _get(d, "file", str, where), _get(d, "line", int, where)
     extra = []
-    for key in ("function", "code"):
+    for key in ("function", "code", "rule"):
         v = d.get(key, "")
         if not isinstance(v, str):
             _fail(f"{where}.{key}", f"expected a string, got {v!r:.40}")
         extra.append(v)
     return SourceInfo(filename, lineno, *extra)
+
+
+def encode_source(s: SourceInfo) -> dict:
+    """The JSON form of a source location (``decode_source`` reverses it)."""
+    d = {"file": s.filename, "line": s.lineno, "function": s.function}
+    if s.line:
+        d["code"] = s.line
+    if s.rule:
+        d["rule"] = s.rule
+    return d
+
+
+def decode_source(d: Any, where: str = "source") -> SourceInfo:
+    """A source location from its JSON form; ValueError naming ``where`` if malformed."""
+    if not isinstance(d, dict):
+        _fail(where, f"expected an object, got {type(d).__name__}")
+    return _dec_source(d, where)
+
+
+def encode_array(arr: np.ndarray) -> dict:
+    """The JSON form of a numpy array (dtype, shape, little-endian base64 bytes)."""
+    return _enc_array(np.asarray(arr))
+
+
+def decode_array(d: Any, where: str = "array") -> np.ndarray:
+    """An array from ``encode_array``'s form; ValueError naming ``where`` if malformed."""
+    if not isinstance(d, dict):
+        _fail(where, f"expected an object, got {type(d).__name__}")
+    return _dec_array(d, where)
 
 
 def _dec_graph(d: Any, where: str) -> Graph:

@@ -35,10 +35,14 @@ class Symbol:
         (2, array([0., 0., 0.]))
     """
 
-    __slots__ = ("graph", "in_tree", "out_tree")
+    __slots__ = ("graph", "in_tree", "out_tree", "guards", "_checked")
 
-    def __init__(self, graph: Graph, in_tree=None, out_tree=None):
+    def __init__(self, graph: Graph, in_tree=None, out_tree=None, guards=()):
         self.graph = graph
+        # value-dependent Python decisions taken while tracing (tracing.Guard): checked on
+        # every call, so a Symbol never silently computes another branch's code path
+        self.guards = tuple(guards)
+        self._checked = None
         if in_tree is None:
             in_tree = tree_util.tree_structure((tuple(range(len(graph.inputs))), {}))
         if out_tree is None:
@@ -68,15 +72,51 @@ class Symbol:
         return self.graph.out_avals
 
     def __eq__(self, other):
-        return (isinstance(other, Symbol) and self.graph == other.graph
-                and self.in_tree == other.in_tree and self.out_tree == other.out_tree)
+        if not (isinstance(other, Symbol) and self.in_tree == other.in_tree
+                and self.out_tree == other.out_tree
+                and len(self.guards) == len(other.guards)):
+            return False
+        if not self.guards:
+            return self.graph == other.graph
+        # guards compare through the graph that computes them (their atoms are its Vars)
+        return self._checked_graph() == other._checked_graph() and all(
+            a.kind == b.kind and a.why == b.why and _same_expected(a, b)
+            for a, b in zip(self.guards, other.guards))
 
     def __hash__(self):
-        return hash((self.graph, self.in_tree, self.out_tree))
+        return hash((self.graph, self.in_tree, self.out_tree, len(self.guards)))
 
     def __str__(self):
         from .printing import graph_to_text
-        return graph_to_text(self.graph)
+        return graph_to_text(self.graph, guards=self.guards)
+
+    def _checked_graph(self) -> Graph:
+        """The graph with the guards' atoms as extra outputs (what a call evaluates)."""
+        if self._checked is None:
+            self._checked = Graph(self.graph.inputs, self.graph.eqns,
+                                  tuple(self.graph.outputs) + tuple(g.atom for g in self.guards))
+        return self._checked
+
+    def _check_guards(self, values) -> None:
+        from .errors import ConcretizationError, GuardError
+        from .tracing import source_line
+        for g, v in zip(self.guards, values):
+            try:
+                ok = g.holds(v)
+            except ConcretizationError:
+                raise ConcretizationError(
+                    f"this Symbol was traced on concrete values and took a value-dependent "
+                    f"Python decision ({g.why} at {source_line(g.source)}); it cannot run "
+                    "on abstract values (under ft.jit or ft.vmap). Trace the function "
+                    "itself under the transform instead, or write the decision with "
+                    "fnp.where / ft.cond.") from None
+            if not ok:
+                raise GuardError(
+                    f"these inputs take another Python path than the one this Symbol "
+                    f"recorded: when traced, {g.describe()} at {source_line(g.source)}. A "
+                    "Symbol holds one path of the function; trace it again for these "
+                    "inputs (ft.trace(f)(*args)), or write the decision with fnp.where / "
+                    "ft.cond so that one graph covers both paths.")
 
     def __repr__(self):
         return (f"<Symbol {len(self.inputs)} inputs, {len(self.nodes)} nodes, "
@@ -99,11 +139,23 @@ class Symbol:
                 if av.shape != v.aval.shape:
                     raise ValueError(f"argument {i}: expected shape {v.aval.shape} "
                                      f"({v.aval}), got {av.shape}")
-            outs = eval_graph(self.graph, leaves)
+            if self.guards:
+                outs = eval_graph(self._checked_graph(), leaves)
+                n = len(self.graph.outputs)
+                self._check_guards(outs[n:])
+                outs = outs[:n]
+            else:
+                outs = eval_graph(self.graph, leaves)
             return tree_util.tree_unflatten(self.out_tree, outs)
         from .backends import numpy_ref
         leaves = self._check_args(args, kwargs)
-        outs = numpy_ref.run(self.graph, leaves)
+        if self.guards:
+            outs = numpy_ref.run(self._checked_graph(), leaves)
+            n = len(self.graph.outputs)
+            self._check_guards(outs[n:])
+            outs = outs[:n]
+        else:
+            outs = numpy_ref.run(self.graph, leaves)
         return tree_util.tree_unflatten(self.out_tree, outs)
 
     def _check_args(self, args, kwargs):
@@ -142,10 +194,20 @@ class Symbol:
             >>> ft.Symbol.from_json(sym.to_json()) == sym
             True
         """
-        from .printing import graph_to_json
-        return json.dumps({"graph": json.loads(graph_to_json(self.graph)),
-                           "in_tree": _tree_to_json(self.in_tree),
-                           "out_tree": _tree_to_json(self.out_tree)})
+        from .printing import encode_array, encode_source, graph_to_json
+        doc = {"graph": json.loads(graph_to_json(self._checked_graph() if self.guards
+                                                 else self.graph)),
+               "in_tree": _tree_to_json(self.in_tree),
+               "out_tree": _tree_to_json(self.out_tree)}
+        if self.guards:
+            # the graph's last len(guards) outputs are the guards' atoms
+            doc["guards"] = [
+                {"kind": g.kind, "why": g.why,
+                 "expected": (bool(g.expected) if g.kind == "truth"
+                              else encode_array(g.expected)),
+                 **({"source": encode_source(g.source)} if g.source is not None else {})}
+                for g in self.guards]
+        return json.dumps(doc)
 
     @classmethod
     def from_json(cls, text: str) -> Symbol:
@@ -156,11 +218,20 @@ class Symbol:
             g = graph_from_json(json.dumps(d["graph"]))
             in_tree = _tree_from_json(d["in_tree"])
             out_tree = _tree_from_json(d["out_tree"])
-        except (KeyError, TypeError, json.JSONDecodeError) as e:
+            guard_docs = d.get("guards", [])
+            if not isinstance(guard_docs, list):
+                raise TypeError("guards must be a list")
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
             raise ValueError(f"not a functrace Symbol JSON document: {e}") from None
-        if in_tree.num_leaves != len(g.inputs) or out_tree.num_leaves != len(g.outputs):
+        n_out = len(g.outputs) - len(guard_docs)
+        if in_tree.num_leaves != len(g.inputs) or out_tree.num_leaves != n_out:
             raise ValueError("Symbol JSON: argument/result structure does not match the graph")
-        return cls(g, in_tree, out_tree)
+        guards = [_guard_from_json(gd, a, f"guards[{i}]")
+                  for i, (gd, a) in enumerate(zip(guard_docs, g.outputs[n_out:]))]
+        sym = cls(Graph(g.inputs, g.eqns, g.outputs[:n_out]), in_tree, out_tree, guards)
+        if guards:
+            sym._checked = g
+        return sym
 
     def to_dot(self, name: str = "functrace") -> str:
         """Graphviz DOT text of the graph (no dependency needed)."""
@@ -171,6 +242,38 @@ class Symbol:
         """Render with Graphviz (``pip install 'functrace[viz]'``)."""
         from .printing import render
         return render(self.graph, path, format=format)
+
+
+def _same_expected(a, b) -> bool:
+    if a.kind == "truth":
+        return a.expected == b.expected
+    x, y = a.expected, b.expected
+    return x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
+
+
+def _guard_from_json(d, atom, where):
+    from .core import Var
+    from .printing import decode_array, decode_source
+    from .tracing import Guard
+    if not isinstance(d, dict) or d.get("kind") not in ("truth", "value"):
+        raise ValueError(f"Symbol JSON: {where} must be an object with kind 'truth' or "
+                         "'value'")
+    if not isinstance(atom, Var):
+        raise ValueError(f"Symbol JSON: {where} guards a literal")
+    why = d.get("why", "")
+    if not isinstance(why, str):
+        raise ValueError(f"Symbol JSON: {where}.why must be a string")
+    if d["kind"] == "truth":
+        expected = d.get("expected")
+        if not isinstance(expected, bool):
+            raise ValueError(f"Symbol JSON: {where}.expected must be true or false")
+    else:
+        expected = decode_array(d.get("expected"), f"{where}.expected")
+        if expected.shape != atom.aval.shape or expected.dtype != atom.aval.dtype:
+            raise ValueError(f"Symbol JSON: {where}.expected does not match the guarded "
+                             "value's type")
+    src = decode_source(d["source"], f"{where}.source") if "source" in d else None
+    return Guard(atom, d["kind"], expected, src, why)
 
 
 # Pytree structures are stored as a small description of an example tree whose leaves are

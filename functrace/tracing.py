@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import linecache
+import os
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -32,10 +33,17 @@ from typing import Any
 import numpy as np
 
 from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var, on_device, to_host
-from .errors import _PKG_DIR, ConcretizationError, FunctraceError, ShapeError, TracerLeakError
+from .errors import (
+    _PKG_DIR,
+    ConcretizationError,
+    FunctraceError,
+    ShapeError,
+    TracerConversionError,
+    TracerLeakError,
+)
 
-__all__ = ["Trace", "Tracer", "bind", "trace_to_graph", "eval_graph", "current_trace",
-           "is_tracer", "ShapeDtype"]
+__all__ = ["Trace", "Tracer", "Guard", "bind", "trace_to_graph", "eval_graph", "current_trace",
+           "is_tracer", "ShapeDtype", "rule_source", "conversion_error"]
 
 ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
 
@@ -52,9 +60,14 @@ _wanted: contextvars.ContextVar[tuple[bool, ...] | None] = contextvars.ContextVa
 
 
 def cotangent_wanted(i: int) -> bool:
-    """Inside a vjp rule: whether input ``i`` needs a cotangent (True outside rules)."""
+    """Inside a vjp rule: whether input ``i`` needs a cotangent (True outside rules). The
+    context holds one entry per input: a bool, or (the tape's form) the tracked operand or
+    None."""
     w = _wanted.get()
-    return w is None or w[i]
+    if w is None:
+        return True
+    v = w[i]
+    return v is not None and v is not False
 
 
 _trace_ids = itertools.count()
@@ -66,16 +79,41 @@ def current_trace() -> Trace | None:
     return _current.get()
 
 
+_NUMPY_DIR = os.path.dirname(np.__file__)
+
+
 def _user_source() -> SourceInfo | None:
     src = _source_override.get()
     if src is not None:
         return src
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    # the user's frame: outside functrace, and outside numpy (np.r_[x, x] converts inside)
+    while f is not None and f.f_code.co_filename.startswith((_PKG_DIR, _NUMPY_DIR)):
         f = f.f_back
     if f is None:
         return None
     return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def rule_source(src: SourceInfo | None, op_name: str) -> SourceInfo:
+    """The source to record for equations that ``op_name``'s derivative rule emits: the
+    forward equation's place, marked as a rule's (lints skip those: the user did not write
+    them)."""
+    if src is None:
+        return SourceInfo("<unknown>", 0, "", "", op_name)
+    return src.in_rule(op_name)
+
+
+def conversion_error(what: str, shape=(), dtype=None) -> TracerConversionError:
+    """The error for converting a value that is being differentiated to a Python number or a
+    numpy array, naming the user's line and the fixes."""
+    desc = f" (shape {tuple(shape)}, {dtype})" if dtype is not None else ""
+    return TracerConversionError(
+        f"{what} was called on a traced value{desc} that depends on an input being "
+        f"differentiated, at {source_line(_user_source())}. The conversion would drop its "
+        "derivative silently (the result would be a constant). Fix: keep the computation in "
+        "functrace.numpy (fnp.*) functions, which are differentiated; or, if no gradient "
+        "should flow through it, convert ft.stop_gradient(x) instead.")
 
 
 def source_line(src: SourceInfo | None) -> str:
@@ -84,6 +122,49 @@ def source_line(src: SourceInfo | None) -> str:
         return "<unknown location>"
     code = linecache.getline(src.filename, src.lineno).strip()
     return f"{src.filename}:{src.lineno}" + (f": {code}" if code else "")
+
+
+class Guard:
+    """A value-dependent Python decision taken while tracing on concrete inputs.
+
+    ``atom`` is the graph variable the decision read; ``kind`` is ``"truth"`` (``bool()``:
+    ``expected`` is the truth value) or ``"value"`` (``float()``, ``int()``, ``np.asarray``,
+    an index, a value read by a nested transform: ``expected`` is the exact value). A Symbol
+    re-checks its guards when called and raises GuardError when one comes out differently.
+    """
+
+    __slots__ = ("atom", "kind", "expected", "source", "why")
+
+    def __init__(self, atom, kind: str, expected, source: SourceInfo | None, why: str):
+        self.atom, self.kind, self.expected, self.source, self.why = (
+            atom, kind, expected, source, why)
+
+    def holds(self, value) -> bool:
+        """Whether ``value`` (of ``atom``, from a new call) takes the recorded path."""
+        if self.kind == "truth":
+            return bool(value) == self.expected
+        v = np.asarray(value)
+        e = self.expected
+        return (v.shape == e.shape and v.dtype == e.dtype and
+                np.array_equal(v, e, equal_nan=v.dtype.kind in "fc"))
+
+    def describe(self) -> str:
+        if self.kind == "truth":
+            return f"{self.why} was {self.expected}"
+        e = self.expected
+        shown = repr(e.item()) if e.ndim == 0 else f"an array of shape {e.shape}"
+        return f"{self.why} read the value {shown}"
+
+    def __eq__(self, other):
+        return (isinstance(other, Guard) and self.kind == other.kind
+                and self.atom == other.atom and self.why == other.why
+                and (self.expected == other.expected if self.kind == "truth" else
+                     Lit(self.expected) == Lit(other.expected)))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Guard({self.describe()} at {self.source})"
 
 
 class Trace:
@@ -109,15 +190,22 @@ class Trace:
         self.consts: list[tuple[np.ndarray, np.ndarray]] = []   # (user array, its Lit copy)
         self.active = True
         self.concretized = False
+        self.guards: list[Guard] = []
+        # Vars that depend on an input being differentiated (by the transform that opened
+        # this trace, or by an enclosing one): converting them to numbers is an error
+        self.diff: set[Var] = set()
 
     def __repr__(self):
         return f"<Trace {self.id} level {self.level}>"
 
     # -- inputs ------------------------------------------------------------------------------
-    def new_input(self, aval: AVal, source: Any = None) -> Tracer:
+    def new_input(self, aval: AVal, source: Any = None, diff: bool = False) -> Tracer:
         v = Var(aval)
         self.inputs.append(v)
         self.sources[v] = source
+        if (diff or (isinstance(source, Tracer) and source._differentiated())) and (
+                aval.dtype.kind in "fc"):
+            self.diff.add(v)
         return Tracer(self, v)
 
     def is_ancestor(self, other: Trace) -> bool:
@@ -138,7 +226,7 @@ class Trace:
                 hit = self.captured.get(id(x))
                 if hit is not None:
                     return hit[1]
-                tr = self.new_input(x._var.aval, source=x)
+                tr = self.new_input(x.aval, source=x)
                 self.captured[id(x)] = (x, tr._var)
                 return tr._var
             if t.eager:   # an autograd.NDArray read by a transform: a constant, like an array
@@ -183,10 +271,36 @@ class Trace:
         self.eqns.append(eqn)
         for v in out_vars:
             self.producer[v] = eqn
+        diff = self.diff
+        if diff and not op.zero_grad and any(a in diff for a in atoms if type(a) is Var):
+            diff.update(v for v in out_vars if v.aval.dtype.kind in "fc")
         tracers = [Tracer(self, v) for v in out_vars]
         return tuple(tracers) if op.multiple_results else tracers[0]
 
     # -- concrete values on demand -----------------------------------------------------------
+    def read_value(self, var: Var, why: str, truth: bool = False, convert: bool = True):
+        """The concrete value of ``var`` for a Python decision, recorded as a guard.
+
+        ``truth``: only its truth value is used (``bool()``): allowed even when ``var`` is
+        being differentiated (the decision's derivative is zero). Otherwise the value itself
+        is used: with ``convert``, that is an error when ``var`` is being differentiated
+        (the derivative would be dropped); without (a value a nested transform reads), it is
+        allowed, as the nested trace checks its own conversions."""
+        if convert and not truth and var in self.diff:
+            raise conversion_error(why, var.aval.shape, var.aval.dtype)
+        val = self.concrete(var, why)
+        if truth:
+            expected = bool(val)    # numpy raises here for arrays of several elements
+        for g in self.guards:
+            if g.atom is var and g.kind == ("truth" if truth else "value"):
+                return val
+        src = _user_source()
+        if truth:
+            self.guards.append(Guard(var, "truth", expected, src, why))
+        else:
+            self.guards.append(Guard(var, "value", np.array(val, copy=True), src, why))
+        return val
+
     def concrete(self, var: Var, why: str = "a concrete value") -> np.ndarray:
         if var in self.values:
             return self.values[var]
@@ -296,19 +410,20 @@ class Tracer:
 
     @property
     def value(self) -> np.ndarray:
-        """The concrete value (computed on demand); ConcretizationError if abstract."""
-        t = self._trace
-        if not t.active:
-            raise TracerLeakError("a tracer was used after its transform finished; return "
-                                  "traced values from the function instead of storing them")
-        return t.concrete(self._var)
+        """The concrete value (computed on demand; ConcretizationError if abstract), for a
+        nested transform that captured this tracer. The trace keeps it as a guard."""
+        return self._concrete("a value read by a nested transform", convert=False)
+
+    def _differentiated(self) -> bool:
+        """Whether this value depends on an input that is being differentiated."""
+        return self._var in self._trace.diff
 
     def __array__(self, dtype=None, copy=None):
-        v = self.value
+        v = self._concrete("np.asarray() (or a numpy function calling it)")
         return v.astype(dtype) if dtype is not None else v
 
     def __bool__(self):
-        return bool(self._concrete("bool()"))
+        return bool(self._concrete("bool()", truth=True))
 
     def __float__(self):
         return float(self._concrete("float()"))
@@ -337,10 +452,12 @@ class Tracer:
     def tolist(self):
         return self._concrete(".tolist()").tolist()
 
-    def _concrete(self, why: str):
-        if not self._trace.active:
-            raise TracerLeakError("a tracer was used after its transform finished")
-        return self._trace.concrete(self._var, why)
+    def _concrete(self, why: str, truth: bool = False, convert: bool = True):
+        t = self._trace
+        if not t.active:
+            raise TracerLeakError("a tracer was used after its transform finished; return "
+                                  "traced values from the function instead of storing them")
+        return t.read_value(self._var, why, truth=truth, convert=convert)
 
     def __setitem__(self, idx, val):
         raise TypeError(
@@ -375,18 +492,80 @@ def bind(op: Op, *args: Any, **params: Any) -> Any:
     """Apply ``op``: record it in the current trace, or run its numpy impl eagerly."""
     trace = _current.get()
     if trace is None:
-        for a in args:
-            if isinstance(a, Tracer):
-                if a._trace.eager:   # an autograd.NDArray: its recorder computes (and records)
-                    return a._trace.record(op, args, params)
-                raise TracerLeakError(
-                    f"{op.name} got a tracer outside of any transform: a traced value escaped "
-                    "its function (stored in a global or closure?)")
-        arrays = [a.val if isinstance(a, Lit) else a for a in args]
-        avals = [AVal.of(a) for a in arrays]
-        op.abstract_eval(*avals, **params)   # the same checks as when tracing
-        return op.impl(*arrays, **params)
+        return apply_op(op, args, params)
     return trace.record(op, args, params)
+
+
+# (op, operand shapes and dtypes, params) -> result dtypes, for operand types that passed the
+# op's type rule: eager calls (the tapes, rules run at top level) skip re-checking them
+_checked: dict = {}
+_PLAIN = frozenset({np.ndarray, np.float64, np.float32, np.float16, np.int64, np.int32,
+                    np.bool_, np.complex128, np.complex64})
+
+
+def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
+    """Run ``op``'s numpy impl with no trace involved, after the checks tracing does (cached
+    per operand types). The result has the dtype the type rule gives, as a traced graph's
+    would."""
+    n = len(args)
+    key: Any = None
+    if n == 2:
+        a, b = args
+        if type(a) in _PLAIN and type(b) in _PLAIN:
+            key = (op, a.shape, a.dtype, b.shape, b.dtype)
+    elif n == 1:
+        a = args[0]
+        if type(a) in _PLAIN:
+            key = (op, a.shape, a.dtype)
+    else:
+        key = (op,)
+        for a in args:
+            if type(a) not in _PLAIN:
+                key = None
+                break
+            key += (a.shape, a.dtype)
+    if key is not None:
+        if params:
+            key += tuple(params.items())
+        try:
+            want = _checked.get(key)
+        except TypeError:     # an unhashable param: check every time
+            key = want = None
+        if want is not None:
+            out = op.impl(*args, **params)
+            if op.multiple_results:
+                return tuple(o if o.dtype == w else o.astype(w) for o, w in zip(out, want))
+            return out if out.dtype == want else out.astype(want)
+    on_gpu = False
+    for a in args:
+        if isinstance(a, Tracer):
+            if a._trace.eager:   # an autograd.NDArray: its recorder computes (and records)
+                return a._trace.record(op, args, params)
+            raise TracerLeakError(
+                f"{op.name} got a tracer outside of any transform: a traced value escaped "
+                "its function (stored in a global or closure?)")
+        on_gpu = on_gpu or on_device(a)
+    arrays = [a.val if isinstance(a, Lit) else a for a in args]
+    avals = [AVal.of(a) for a in arrays]
+    try:
+        res = op.abstract_eval(*avals, **params)   # the same checks as when tracing
+    except (ShapeError, TypeError, ValueError) as e:
+        raise type(e)(f"{op.name}: {e} (operands {', '.join(map(repr, avals))}) "
+                      f"at {source_line(_user_source())}") from None
+    if key is not None:
+        if len(_checked) > 8192:
+            _checked.clear()
+        _checked[key] = (tuple(a.dtype for a in res) if op.multiple_results
+                         else res.dtype)
+    if on_gpu and device_apply is not None:
+        return device_apply(op, arrays, params)
+    return op.impl(*arrays, **params)
+
+
+# Set by the reference interpreter (backends.numpy_ref) when it is imported: runs an impl on
+# operands some of which are GPU arrays (host operands copied to the device, an impl the
+# array module cannot run done on the host). A hook, so that this layer imports no backend.
+device_apply: Callable | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,35 +575,43 @@ def bind(op: Op, *args: Any, **params: Any) -> Any:
 class Traced:
     """The result of tracing: the graph, its captured outer tracers, and flags."""
 
-    __slots__ = ("graph", "captured", "concretized", "consts")
+    __slots__ = ("graph", "captured", "concretized", "consts", "guards")
 
-    def __init__(self, graph: Graph, captured: list[Tracer], concretized: bool, consts):
+    def __init__(self, graph: Graph, captured: list[Tracer], concretized: bool, consts,
+                 guards=()):
         self.graph = graph
         self.captured = captured          # outer-trace tracers feeding the extra inputs
         self.concretized = concretized
         self.consts = consts              # (user array, literal copy) pairs
+        self.guards = list(guards)        # value-dependent decisions (Guard), in order
 
 
-def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any]) -> Traced:
+def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any],
+                   diff: Sequence[int] = ()) -> Traced:
     """Trace ``fn(*tracers) -> flat sequence of outputs`` into a Graph.
 
     ``in_args`` are example arguments: concrete arrays/scalars, ``ShapeDtype``/``AVal`` for
     abstract ones, or Tracers of an outer trace (their values are computed on demand).
-    The graph's inputs are the explicit inputs followed by captured outer tracers.
+    The graph's inputs are the explicit inputs followed by captured outer tracers. ``diff``
+    lists the inputs the caller will differentiate: converting a value that depends on them
+    to a number is a TracerConversionError (so is one that depends on a captured value an
+    enclosing transform differentiates). Every value-dependent decision is a ``Guard``.
     """
     parent = _current.get()
     trace = Trace(parent)
     tracers = []
-    for a in in_args:
+    diff = set(diff)
+    for i, a in enumerate(in_args):
+        d = i in diff
         if isinstance(a, AVal):
-            tracers.append(trace.new_input(a, None))
+            tracers.append(trace.new_input(a, None, d))
         elif isinstance(a, Tracer):
-            tracers.append(trace.new_input(a.aval, a))
+            tracers.append(trace.new_input(a.aval, a, d))
         elif on_device(a):   # stays on the device; copied only if a value is needed
-            tracers.append(trace.new_input(AVal.of(a), a))
+            tracers.append(trace.new_input(AVal.of(a), a, d))
         else:
             arr = _as_array(a)
-            tracers.append(trace.new_input(AVal(arr.shape, arr.dtype), arr))
+            tracers.append(trace.new_input(AVal(arr.shape, arr.dtype), arr, d))
     trace.n_explicit = len(tracers)
     token = _current.set(trace)
     try:
@@ -442,7 +629,7 @@ def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any]) -> 
         while t is not None:
             t.concretized = True
             t = t.parent
-    return Traced(graph, captured, concretized, trace.consts)
+    return Traced(graph, captured, concretized, trace.consts, trace.guards)
 
 
 def eval_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:

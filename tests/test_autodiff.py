@@ -202,7 +202,8 @@ def test_value_dependent_control_flow_under_grad():
     np.testing.assert_array_equal(ft.grad(f)(np.array([-1.0, -2.0])), [-1.0, -1.0])
 
 
-def test_cache_reuses_and_invalidates():
+def test_grad_runs_the_function_on_every_call():
+    # un-jitted transforms cache nothing (autograd / jax.grad semantics): each call runs f
     calls = []
     W = np.array([1.0, 2.0])
 
@@ -212,11 +213,36 @@ def test_cache_reuses_and_invalidates():
     g = ft.grad(f)
     np.testing.assert_array_equal(g(np.ones(2)), [1.0, 2.0])
     np.testing.assert_array_equal(g(np.zeros(2)), [1.0, 2.0])
-    assert len(calls) == 1            # same signature: no re-trace
-    W[0] = 5.0                        # in-place update of a closed-over array is seen
+    assert len(calls) == 2
+    W[0] = 5.0                        # an in-place update of a closed-over array is seen
     np.testing.assert_array_equal(g(np.ones(2)), [5.0, 2.0])
-    g(np.ones(3, np.float32)[:2])     # new dtype -> new trace
-    assert len(calls) == 3
+
+
+def test_grad_draws_fresh_random_numbers_each_call():
+    # the soundness issue's case 2: a cached graph froze the draw
+    rs = np.random.RandomState(0)
+    g = ft.grad(lambda w: fnp.sum(w * rs.randn(3)))
+    a, b = g(np.ones(3)), g(np.ones(3))
+    expect = np.random.RandomState(0)
+    np.testing.assert_array_equal(a, expect.randn(3))
+    np.testing.assert_array_equal(b, expect.randn(3))
+    assert not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("transform", ["value_and_grad", "vjp", "jvp", "jacrev", "jacfwd",
+                                       "hessian", "vmap", "linearize"])
+def test_every_unjitted_transform_reruns_python(transform):
+    rs = np.random.RandomState(1)
+    f = lambda x: fnp.sum(x * rs.randn(2)) * x  # noqa: E731
+    x = np.ones(2)
+    run = {"value_and_grad": lambda: ft.value_and_grad(lambda x: fnp.sum(f(x)))(x)[1],
+           "vjp": lambda: ft.vjp(f, x)[1](np.ones(2))[0],
+           "jvp": lambda: ft.jvp(f, (x,), (np.ones(2),))[1],
+           "jacrev": lambda: ft.jacrev(f)(x), "jacfwd": lambda: ft.jacfwd(f)(x),
+           "hessian": lambda: ft.hessian(lambda x: fnp.sum(f(x) ** 2))(x),
+           "vmap": lambda: ft.vmap(f)(np.ones((3, 2))),
+           "linearize": lambda: ft.linearize(f, x)[1](np.ones(2))}[transform]
+    assert not np.array_equal(run(), run())
 
 
 def test_cache_sees_rebound_global():
@@ -293,14 +319,16 @@ def test_grad_inside_trace_of_constant_closure():
     np.testing.assert_allclose(ft.grad(outer)(np.ones(2)), 2 * W)
 
 
-def test_cache_with_nan_constant_is_reused():
+def test_jit_cache_with_nan_constant_is_reused():
     calls = []
     C = np.array([np.nan, 1.0])
 
     def f(x):
         calls.append(1)
         return fnp.sum(fnp.nan_to_num(x * C))
-    g = ft.grad(f)
+    g = ft.jit(ft.grad(f), backend="numpy")
     g(np.ones(2))
     g(np.ones(2))
     assert len(calls) == 1     # a NaN in a captured constant does not force a re-trace
+
+

@@ -172,7 +172,7 @@ TRANSFORMS = {
     "jit numpy": lambda x, w: ft.jit(ft.grad(loss), backend="numpy")(x, w),
     "grad of jit": lambda x, w: ft.grad(ft.jit(loss, backend="numpy"))(x, w),
     "value control flow": lambda x, w: ft.grad(
-        lambda x: loss(x, w) if float(fnp.sum(x)) > 0 else -loss(x, w))(x),
+        lambda x: loss(x, w) if fnp.sum(x) > 0 else -loss(x, w))(x),
 }
 
 

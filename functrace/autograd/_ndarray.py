@@ -40,10 +40,11 @@ import numpy as np
 
 from .. import numpy as fnp
 from .. import ops
+from ..autodiff import rule_dependency
 from ..core import AVal, Eqn, Lit, Params, Var
 from ..errors import FunctraceError, ShapeError, TracerLeakError
 from ..tracing import Trace, Tracer, _current, _user_source, source_line
-from ._nodes import _check_req, _dependency, _Node, _Slot
+from ._nodes import _check_req, _Node, _Slot
 from ._state import _recording, _training
 
 __all__ = ["RECORDER", "NDArray", "array", "pause", "predict_mode", "record", "train_mode"]
@@ -173,7 +174,7 @@ class _Recorder(Trace):
         in_key = tuple(a if isinstance(a, Lit) else av for a, av in zip(atoms, avals, strict=True))
         active = tuple(p is not None and av.dtype.kind in "fc"
                        for p, av in zip(parents, avals, strict=True))
-        save_in, save_out = _dependency(op, eqn.params, in_key, out_avals, active)
+        save_in, save_out = rule_dependency(op, eqn.params, in_key, out_avals, active)
         saved = {}
         for a, d, s in zip(atoms, datas, save_in, strict=True):
             if s and isinstance(a, Var):
@@ -308,8 +309,11 @@ class NDArray(Tracer):
     def value(self):
         return self._data
 
-    def _concrete(self, why: str = ""):
+    def _concrete(self, why: str = "", truth: bool = False, convert: bool = True):
         return self._data
+
+    def _differentiated(self) -> bool:
+        return False   # read by transforms as a constant
 
     def __array__(self, dtype=None, copy=None):
         a = _host(self._data)

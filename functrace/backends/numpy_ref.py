@@ -187,9 +187,34 @@ def run(graph: Graph, args) -> list:
     return [_own(o) for o in p(*args)]
 
 
+def _apply_on_device(op, args, params):
+    """``op``'s impl on operands some of which are device arrays, for eager transforms: host
+    operands are copied to the first device operand's device, results stay there."""
+    first = next(a for a in args if on_device(a))
+    xp = namespace_of(first)
+    dev = _device_id(first)
+    cuda = getattr(xp, "cuda", None)
+
+    def run():
+        vals = [a if on_device(a) else xp.asarray(a) for a in args]
+        return run_impl_on_device(op.name, op.impl, vals, params, op.multiple_results, xp)
+    if dev is None or cuda is None:
+        return run()
+    with cuda.Device(dev):
+        return run()
+
+
 def _own(x):
     """Outputs handed to users are writeable arrays (impls may return read-only views)."""
     a = np.asarray(x)
     if not a.flags.writeable:
         a = a.copy()
     return a
+
+
+def _install_device_hook():
+    from .. import tracing
+    tracing.device_apply = _apply_on_device
+
+
+_install_device_hook()

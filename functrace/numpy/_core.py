@@ -72,6 +72,8 @@ def is_weak_scalar(x) -> bool:
 
 def dtype_key(x):
     """A dtype for numpy's ufunc resolution: Python scalars stay *weak* (NEP 50)."""
+    if isinstance(x, Tracer) or type(x) is np.ndarray:
+        return x.dtype
     if isinstance(x, np.generic):
         return x.dtype
     if isinstance(x, bool):
@@ -106,7 +108,8 @@ def resolve_ufunc(uf: np.ufunc, dtypes: tuple):
 
 def cast(x, dtype):
     """Convert to ``dtype`` (Python scalars become 0-d arrays of it)."""
-    dtype = np.dtype(dtype)
+    if type(dtype) is not np.dtype and not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
     if isinstance(x, _PY_SCALARS):
         return np.asarray(x, dtype=dtype)
     if isinstance(x, Tracer):
@@ -138,6 +141,37 @@ def broadcast_all(*xs):
 
 def ufunc_apply(uf: np.ufunc, prim_fn, *args):
     """Trace ``uf(*args)`` as ``prim_fn`` with numpy's promotion and broadcasting."""
+    if len(args) == 1 and isinstance(args[0], Tracer):   # the common unary case, quickly
+        x = args[0]
+        in_dts, out_dt = resolve_ufunc(uf, (x.dtype,))
+        if x.dtype != in_dts[0]:
+            x = ops.convert_element_type(x, in_dts[0])
+        out = prim_fn(x)
+        if out.dtype != out_dt:
+            out = ops.convert_element_type(out, out_dt)
+        return out
+    if len(args) == 2:
+        x, y = args
+        if (isinstance(x, Tracer) and (isinstance(y, Tracer) or type(y) is np.ndarray)
+                and x.dtype == y.dtype and x.shape == y.shape) or (
+                type(x) is np.ndarray and isinstance(y, Tracer) and x.dtype == y.dtype
+                and x.shape == y.shape):
+            # operands of one dtype and shape: nothing to promote or broadcast
+            in_dts, out_dt = resolve_ufunc(uf, (x.dtype, x.dtype))
+            if x.dtype == in_dts[0]:
+                out = prim_fn(x, y)
+                return out if out.dtype == out_dt else ops.convert_element_type(out, out_dt)
+        if isinstance(x, Tracer) and (type(y) is float or type(y) is int):
+            # tracer op Python scalar (x * 2.0): the scalar is weak, a 0-d operand broadcasts
+            in_dts, out_dt = resolve_ufunc(uf, (x.dtype, type(y)))
+            if x.dtype == in_dts[0]:
+                out = prim_fn(x, np.asarray(y, in_dts[1]))
+                return out if out.dtype == out_dt else ops.convert_element_type(out, out_dt)
+        elif isinstance(y, Tracer) and (type(x) is float or type(x) is int):
+            in_dts, out_dt = resolve_ufunc(uf, (type(x), y.dtype))
+            if y.dtype == in_dts[1]:
+                out = prim_fn(np.asarray(x, in_dts[0]), y)
+                return out if out.dtype == out_dt else ops.convert_element_type(out, out_dt)
     args = [a if is_weak_scalar(a) else asarray_any(a) for a in args]
     in_dts, out_dt = resolve_ufunc(uf, tuple(dtype_key(a) for a in args))
     args = [cast(a, d) for a, d in zip(args, in_dts)]

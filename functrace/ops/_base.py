@@ -31,14 +31,20 @@ def aval_of(x) -> AVal:
         return x.aval
     if isinstance(x, Lit):
         return x.aval
+    if isinstance(x, AVal):   # a value the backward pass does not read (shape and dtype only)
+        return x
     return AVal.of(x)
 
 
 def shape_of(x) -> tuple[int, ...]:
+    if type(x) is np.ndarray or isinstance(x, Tracer | np.generic | AVal):
+        return x.shape
     return aval_of(x).shape
 
 
 def dtype_of(x) -> np.dtype:
+    if type(x) is np.ndarray or isinstance(x, Tracer | np.generic | AVal):
+        return x.dtype
     return aval_of(x).dtype
 
 
