@@ -47,6 +47,15 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         eager: bool = False, threads: bool = False) -> Jitted:
     """Compile ``fun`` for its abstract signature; re-trace only when the signature changes.
 
+    ``fun`` must be pure, as with ``jax.jit``: it is traced once per signature and the
+    compiled graph is reused, so what Python did while tracing is frozen. A random draw
+    (``np.random.randn``), a global that a helper function reads, or a side effect happens
+    once, at trace time. (jit re-traces when a closure cell or global the function reads
+    directly is rebound, or when a numpy array it captured is changed in place.) The
+    un-jitted transforms (``ft.grad``, ``ft.vmap``, ...) run the function on every call and
+    have no such restriction. Python control flow on traced values is an error here: use
+    ``fnp.where``, or ``static_argnums`` for values that select a code path.
+
     Args:
         fun: a function of arrays (pytrees of arrays) written with ``functrace.numpy``.
         backend: ``"cpu"`` (numba-compiled fused kernels), ``"numpy"`` (the reference

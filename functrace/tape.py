@@ -348,8 +348,15 @@ def _keep_only_what_the_rule_reads(node: _Node) -> None:
     does not read (``autodiff.rule_dependency``, cached per signature), keeping their shape
     and dtype: a chain of linear steps then keeps no intermediates alive. Small values are
     kept: the analysis would cost more than they weigh."""
-    if not any(getattr(v, "nbytes", 0) >= _PRUNE_BYTES for v in node.ins + node.outs):
-        return
+    for v in node.outs:
+        if getattr(v, "nbytes", 0) >= _PRUNE_BYTES:
+            break
+    else:
+        for v in node.ins:
+            if getattr(v, "nbytes", 0) >= _PRUNE_BYTES:
+                break
+        else:
+            return
     try:
         in_key = tuple(AVal(v.shape, v.dtype) for v in node.ins)
         out_avals = tuple(AVal(v.shape, v.dtype) for v in node.outs)
