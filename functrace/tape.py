@@ -250,7 +250,10 @@ class TapeTrace(Trace):
                 vals[i] = a.value     # an autograd.NDArray read here is a constant
             i += 1
         parent = self.parent
-        out = _bind_in(parent, op, vals, params)
+        if parent is None and not op.multiple_results:
+            out = apply_op(op, vals, params)
+        else:
+            out = _bind_in(parent, op, vals, params)
         if refs is None or op.zero_grad:
             return out
         src = _source_override.get()
@@ -262,7 +265,8 @@ class TapeTrace(Trace):
             outs = tuple(_as_value(o) for o in out)
             node = _Node(op, params, tuple(refs), tuple(vals), outs, src)
             self.nodes.append(node)
-            if parent is None:
+            if parent is None and any(getattr(v, "nbytes", 0) >= _PRUNE_BYTES
+                                      for v in node.ins + outs):
                 _keep_only_what_the_rule_reads(node)
             return tuple(TapeTracer(self, o, node, k) if o.dtype.kind in "fc" else o
                          for k, o in enumerate(outs))
@@ -272,7 +276,8 @@ class TapeTrace(Trace):
         self.nodes.append(node)
         if op.name == "select":
             _lint_select(node, src)
-        if parent is None:
+        if parent is None and (getattr(out, "nbytes", 0) >= _PRUNE_BYTES
+                               or getattr(vals[0], "nbytes", 0) >= _PRUNE_BYTES):
             _keep_only_what_the_rule_reads(node)
         return TapeTracer(self, out, node, 0) if out.dtype.kind in "fc" else out
 
@@ -344,19 +349,11 @@ _PRUNE_BYTES = 1 << 16
 
 
 def _keep_only_what_the_rule_reads(node: _Node) -> None:
-    """For nodes holding large arrays, drop the operand and result values the op's vjp rule
-    does not read (``autodiff.rule_dependency``, cached per signature), keeping their shape
-    and dtype: a chain of linear steps then keeps no intermediates alive. Small values are
-    kept: the analysis would cost more than they weigh."""
-    for v in node.outs:
-        if getattr(v, "nbytes", 0) >= _PRUNE_BYTES:
-            break
-    else:
-        for v in node.ins:
-            if getattr(v, "nbytes", 0) >= _PRUNE_BYTES:
-                break
-        else:
-            return
+    """Drop the operand and result values of a node holding large arrays (its result or
+    first operand is 64 KiB or more) that the op's vjp rule does not read
+    (``autodiff.rule_dependency``, cached per signature), keeping their shape and dtype: a
+    chain of linear steps then keeps no intermediates alive. Small values are kept: the
+    analysis would cost more than they weigh."""
     try:
         in_key = tuple(AVal(v.shape, v.dtype) for v in node.ins)
         out_avals = tuple(AVal(v.shape, v.dtype) for v in node.outs)
