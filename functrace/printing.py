@@ -437,9 +437,9 @@ def _short(v: Any, n: int = 40) -> str:
 _DTYPE_RE = re.compile(r"(?:[<>|=]?[biufc][0-9]{1,3}|(?:bool|u?int|float|complex)[0-9]{0,3})")
 
 
-def _dec_dtype(s: Any, where: str, *, array: bool = True) -> np.dtype:
-    """A bool/integer/float/complex dtype (``array`` is kept for callers; params are held to
-    the same rule: no op takes any other dtype)."""
+def _dec_dtype(s: Any, where: str) -> np.dtype:
+    """A bool/integer/float/complex dtype, for literals, types and params alike (no op takes
+    any other dtype)."""
     if not isinstance(s, str):
         _fail(where, f"dtype must be a string, got {_short(s)}")
     if not _DTYPE_RE.fullmatch(s):
@@ -471,7 +471,7 @@ def _dec_type(s: Any, where: str) -> AVal:
     m = _TYPE_RE.match(s) if isinstance(s, str) and len(s) <= _MAX_TYPE_TEXT else None
     if m is None:
         _fail(where, f"expected a type like 'f64[8,3]', got {_short(s)}")
-    dt = _dec_dtype(m.group(1), where, array=True)
+    dt = _dec_dtype(m.group(1), where)
     dims = [d.strip() for d in m.group(2).split(",") if d.strip()]
     if any(len(d) > 20 for d in dims):
         _fail(where, "the shape is larger than any array numpy can hold")
@@ -481,7 +481,7 @@ def _dec_type(s: Any, where: str) -> AVal:
 
 
 def _dec_array(d: Any, where: str) -> np.ndarray:
-    dt = _dec_dtype(_get(d, "dtype", str, where), f"{where}.dtype", array=True)
+    dt = _dec_dtype(_get(d, "dtype", str, where), f"{where}.dtype")
     shape = _get(d, "shape", list, where)
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
         _fail(f"{where}.shape", f"expected non-negative integers, got {_short(shape, 60)}")
@@ -534,7 +534,7 @@ def _dec_param(x: Any, where: str, depth: int = 0) -> Any:
             _fail(where, "complex body must be [real, imag]")
         return complex(_dec_float(body[0], where), _dec_float(body[1], where))
     if tag == "dtype":
-        return _dec_dtype(body, where, array=False)
+        return _dec_dtype(body, where)
     if tag == "scalar":
         arr = _dec_array(body, where)
         if arr.ndim != 0:
