@@ -8,7 +8,9 @@ the API level (it needs a backend to be callable), above core's Graph.
 
 from __future__ import annotations
 
+import collections
 import json
+import keyword
 
 import numpy as np
 
@@ -210,24 +212,53 @@ class Symbol:
         return json.dumps(doc)
 
     @classmethod
-    def from_json(cls, text: str) -> Symbol:
-        """Rebuild a Symbol from ``to_json`` text; corrupt text raises ValueError."""
-        from .printing import graph_from_json
+    def from_json(cls, text: str | bytes) -> Symbol:
+        """Rebuild a Symbol from ``to_json`` text.
+
+        A document is data, never code: ops are found by name in the op registry, dtypes
+        must be numeric, and a namedtuple in the argument or result structure is the class
+        ``functrace.tree_util`` knows by that module, name and fields (one flattened in this
+        process, or registered with ``tree_util.register_namedtuple``), else a stand-in
+        namedtuple with the same name and fields. Nothing is imported, evaluated or
+        unpickled. Any malformed document raises ``GraphFormatError`` (a ``ValueError``)
+        saying where and what is wrong.
+
+        Example:
+            >>> import functrace as ft
+            >>> ft.Symbol.from_json('[1, 2]')
+            Traceback (most recent call last):
+            ...
+            functrace.printing.GraphFormatError: Symbol JSON must be an object, got list
+        """
+        from .printing import GraphFormatError, graph_from_document, parse_json_document
+        d = parse_json_document(text, "Symbol JSON")
+        if not isinstance(d, dict):
+            raise GraphFormatError(f"Symbol JSON must be an object, got {type(d).__name__}")
+        for key in ("graph", "in_tree", "out_tree"):
+            if key not in d:
+                raise GraphFormatError(f"Symbol JSON lacks the field {key!r}: is this a "
+                                       "document written by Symbol.to_json?")
         try:
-            d = json.loads(text)
-            g = graph_from_json(json.dumps(d["graph"]))
-            in_tree = _tree_from_json(d["in_tree"])
-            out_tree = _tree_from_json(d["out_tree"])
+            g = graph_from_document(d["graph"], "graph")
+            in_tree = _tree_from_json(d["in_tree"], "in_tree")
+            out_tree = _tree_from_json(d["out_tree"], "out_tree")
             guard_docs = d.get("guards", [])
-            if not isinstance(guard_docs, list):
-                raise TypeError("guards must be a list")
-        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
-            raise ValueError(f"not a functrace Symbol JSON document: {e}") from None
-        n_out = len(g.outputs) - len(guard_docs)
+            if not isinstance(guard_docs, list) or len(guard_docs) > len(g.outputs):
+                raise GraphFormatError("Symbol JSON: guards must be a list with one entry "
+                                       "per guarded value")
+            n_out = len(g.outputs) - len(guard_docs)
+            guards = [_guard_from_json(gd, a, f"guards[{i}]")
+                      for i, (gd, a) in enumerate(zip(guard_docs, g.outputs[n_out:]))]
+        except GraphFormatError:
+            raise
+        except (KeyError, IndexError, TypeError, AttributeError, OverflowError,
+                RecursionError, ValueError) as e:
+            # a backstop: every check above names the field; this names at least the kind
+            raise GraphFormatError(f"malformed Symbol JSON ({type(e).__name__}: "
+                                   f"{str(e)[:200]})") from None
         if in_tree.num_leaves != len(g.inputs) or out_tree.num_leaves != n_out:
-            raise ValueError("Symbol JSON: argument/result structure does not match the graph")
-        guards = [_guard_from_json(gd, a, f"guards[{i}]")
-                  for i, (gd, a) in enumerate(zip(guard_docs, g.outputs[n_out:]))]
+            raise GraphFormatError("Symbol JSON: argument/result structure does not match "
+                                   "the graph")
         sym = cls(Graph(g.inputs, g.eqns, g.outputs[:n_out]), in_tree, out_tree, guards)
         if guards:
             sym._checked = g
@@ -255,33 +286,53 @@ def _guard_from_json(d, atom, where):
     from .core import Var
     from .printing import decode_array, decode_source
     from .tracing import Guard
+    from .printing import GraphFormatError
     if not isinstance(d, dict) or d.get("kind") not in ("truth", "value"):
-        raise ValueError(f"Symbol JSON: {where} must be an object with kind 'truth' or "
-                         "'value'")
+        raise GraphFormatError(f"Symbol JSON: {where} must be an object with kind 'truth' "
+                               "or 'value'")
     if not isinstance(atom, Var):
-        raise ValueError(f"Symbol JSON: {where} guards a literal")
+        raise GraphFormatError(f"Symbol JSON: {where} guards a literal")
     why = d.get("why", "")
-    if not isinstance(why, str):
-        raise ValueError(f"Symbol JSON: {where}.why must be a string")
+    if not isinstance(why, str) or len(why) > 200:
+        raise GraphFormatError(f"Symbol JSON: {where}.why must be a short string")
     if d["kind"] == "truth":
         expected = d.get("expected")
         if not isinstance(expected, bool):
-            raise ValueError(f"Symbol JSON: {where}.expected must be true or false")
+            raise GraphFormatError(f"Symbol JSON: {where}.expected must be true or false")
     else:
         expected = decode_array(d.get("expected"), f"{where}.expected")
         if expected.shape != atom.aval.shape or expected.dtype != atom.aval.dtype:
-            raise ValueError(f"Symbol JSON: {where}.expected does not match the guarded "
-                             "value's type")
+            raise GraphFormatError(f"Symbol JSON: {where}.expected does not match the "
+                                   "guarded value's type")
     src = decode_source(d["source"], f"{where}.source") if "source" in d else None
     return Guard(atom, d["kind"], expected, src, why)
 
 
 # Pytree structures are stored as a small description of an example tree whose leaves are
-# their own indices (None, tuples, lists, dicts, namedtuples).
+# their own indices (None, tuples, lists, dicts, OrderedDicts, namedtuples). Reading one back
+# never imports anything: namedtuple classes come from tree_util's index of the types this
+# process knows (met or registered), else a stand-in namedtuple is made with the stored name
+# and fields (validated identifiers, so collections.namedtuple's own code generation only
+# ever sees plain names).
+
+_MAX_TREE_DEPTH = 100     # pytree levels; real argument structures nest a few levels
+
 
 def _tree_to_json(tree):
     example = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
     return _encode(example)
+
+
+_KEY_TYPES = (str, int, float, bool, type(None))
+
+
+def _encode_items(x):
+    for k in x:
+        if not isinstance(k, _KEY_TYPES):
+            raise FunctraceError(f"cannot save a pytree dict key of type {type(k).__name__} "
+                                 f"({k!r:.40}) to JSON; keys must be str, int, float, bool "
+                                 "or None")
+    return [[k, _encode(v)] for k, v in x.items()]
 
 
 def _encode(x):
@@ -293,46 +344,116 @@ def _encode(x):
         t = type(x)
         return {"namedtuple": [t.__module__, t.__qualname__, list(x._fields)],
                 "items": [_encode(e) for e in x]}
-    if isinstance(x, tuple):
+    if type(x) is tuple:
         return {"tuple": [_encode(e) for e in x]}
-    if isinstance(x, list):
+    if type(x) is list:
         return {"list": [_encode(e) for e in x]}
-    if isinstance(x, dict):
-        return {"dict": [[k, _encode(v)] for k, v in x.items()]}
-    raise FunctraceError(f"cannot save a pytree node of type {type(x).__name__} to JSON")
+    if type(x) is dict:
+        return {"dict": _encode_items(x)}
+    if type(x) is collections.OrderedDict:
+        return {"odict": _encode_items(x)}
+    raise FunctraceError(f"cannot save a pytree node of type {type(x).__name__} to JSON "
+                         "(stored structures hold None, tuple, list, dict, OrderedDict and "
+                         "namedtuple nodes)")
 
 
-def _decode(d):
-    if "leaf" in d:
-        return d["leaf"]
-    if "none" in d:
+def _bad(where, msg):
+    from .printing import GraphFormatError
+    raise GraphFormatError(f"bad pytree description at {where}: {msg}")
+
+
+def _decode(d, where, depth):
+    if not isinstance(d, dict) or not d:
+        _bad(where, f"expected an object with one tag, got {_short(d)}")
+    if depth > _MAX_TREE_DEPTH:
+        _bad(where, f"nested more than {_MAX_TREE_DEPTH} levels deep")
+    keys = set(d)
+    if keys == {"leaf"}:
+        v = d["leaf"]
+        if type(v) is not int or not 0 <= v < 2 ** 31:
+            _bad(where, f"a leaf must be its index (a small integer), got {_short(v)}")
+        return v
+    if keys == {"none"}:
+        if d["none"] is not True:
+            _bad(where, "'none' must be true")
         return None
-    if "tuple" in d:
-        return tuple(_decode(e) for e in d["tuple"])
-    if "namedtuple" in d:
-        return _namedtuple_type(*d["namedtuple"])(*[_decode(e) for e in d["items"]])
-    if "list" in d:
-        return [_decode(e) for e in d["list"]]
-    if "dict" in d:
-        return {k: _decode(v) for k, v in d["dict"]}
-    raise ValueError(f"bad pytree description {d!r}")
+    if keys == {"tuple"} or keys == {"list"}:
+        (tag, body), = d.items()
+        if not isinstance(body, list):
+            _bad(f"{where}.{tag}", f"expected a list, got {_short(body)}")
+        items = [_decode(e, f"{where}.{tag}[{i}]", depth + 1) for i, e in enumerate(body)]
+        return tuple(items) if tag == "tuple" else items
+    if keys == {"dict"} or keys == {"odict"}:
+        (tag, body), = d.items()
+        if not isinstance(body, list):
+            _bad(f"{where}.{tag}", f"expected a list of [key, value] pairs, got {_short(body)}")
+        out = {} if tag == "dict" else collections.OrderedDict()
+        for i, pair in enumerate(body):
+            w = f"{where}.{tag}[{i}]"
+            if not (isinstance(pair, list) and len(pair) == 2):
+                _bad(w, f"expected a [key, value] pair, got {_short(pair)}")
+            k, v = pair
+            if not isinstance(k, _KEY_TYPES):
+                _bad(w, f"a dict key must be a string, number, bool or null, got {_short(k)}")
+            if k in out:
+                _bad(w, f"the dict key {_short(k)} appears twice")
+            out[k] = _decode(v, w, depth + 1)
+        return out
+    if keys == {"namedtuple", "items"}:
+        spec, items = d["namedtuple"], d["items"]
+        w = f"{where}.namedtuple"
+        if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[0], str)
+                and isinstance(spec[1], str) and isinstance(spec[2], list)):
+            _bad(w, f"expected [module, qualname, [fields...]], got {_short(spec)}")
+        module, qualname, fields = spec
+        fields = tuple(fields)
+        if not isinstance(items, list) or len(items) != len(fields):
+            _bad(f"{where}.items", f"expected a list of {len(fields)} items (one per field)")
+        t = _namedtuple_type(module, qualname, fields, w)
+        return t(*[_decode(e, f"{where}.items[{i}]", depth + 1) for i, e in enumerate(items)])
+    _bad(where, f"unknown pytree node {sorted(map(str, keys))!r:.80}")
 
 
-def _namedtuple_type(module, qualname, fields):
-    """The namedtuple class by import (so structures compare equal), or a stand-in with the
-    same name and fields when its module cannot be imported."""
-    import collections
-    import importlib
+def _short(v):
+    if isinstance(v, list | dict):
+        return f"<{type(v).__name__} of {len(v)}>"
+    if isinstance(v, int) and abs(v) > 10 ** 30:
+        return "<a huge integer>"
+    return f"{v!r:.40}"
+
+
+def _is_name(s):
+    return isinstance(s, str) and s.isidentifier() and not keyword.iskeyword(s)
+
+
+def _namedtuple_type(module, qualname, fields, where):
+    """The namedtuple class tree_util knows by (module, qualname, fields), or a stand-in
+    namedtuple with that name and those fields. Never imports ``module``."""
+    if not all(_is_name(p) for p in module.split(".")):
+        _bad(where, f"the module {_short(module)} is not a dotted name")
+    parts = qualname.split(".")
+    if not _is_name(parts[-1]) or not all(_is_name(p) or p == "<locals>" for p in parts):
+        _bad(where, f"the class name {_short(qualname)} is not a (qualified) name")
+    if (not all(_is_name(f) and not f.startswith("_") for f in fields)
+            or len(set(fields)) != len(fields)):
+        _bad(where, f"the field names {_short(list(fields))} are not distinct identifiers "
+                    "without a leading underscore")
+    known = tree_util.lookup_namedtuple(module, qualname, fields)
+    if known is not None:
+        return known
+    # Once flattened (below, by tree_structure), the stand-in is itself known to tree_util,
+    # so loading the same document again gives an equal Symbol.
+    t = collections.namedtuple(parts[-1], fields, module=module)
+    t.__qualname__ = qualname
+    return t
+
+
+def _tree_from_json(d, where):
+    example = _decode(d, where, 0)
     try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        if isinstance(obj, type) and tuple(getattr(obj, "_fields", ())) == tuple(fields):
-            return obj
-    except (ImportError, AttributeError):
-        pass
-    return collections.namedtuple(qualname.split(".")[-1], fields)
-
-
-def _tree_from_json(d):
-    return tree_util.tree_structure(_decode(d))
+        leaves, tree = tree_util.tree_flatten(example)
+    except ValueError as e:          # unsortable dict keys
+        _bad(where, str(e)[:200])
+    if leaves != list(range(len(leaves))):
+        _bad(where, "the leaves must be numbered 0, 1, 2, ... in flattening order")
+    return tree

@@ -13,7 +13,10 @@ Semantics follow ``jax.tree_util``:
 * ``None`` is a node with no children, so it holds no leaves.
 * Namedtuples (any ``tuple`` subclass with ``_fields``) are nodes that keep
   their type; ``collections.OrderedDict`` keeps insertion order and
-  ``collections.defaultdict`` keeps its ``default_factory``.
+  ``collections.defaultdict`` keeps its ``default_factory``. Namedtuple types
+  met so far, and those passed to :func:`register_namedtuple`, can be found by
+  name with :func:`lookup_namedtuple` (how stored structures are read back
+  without importing anything).
 * Classes registered with :func:`register_pytree_node` or
   :func:`register_pytree_node_class` are nodes.
 * Everything else (numpy arrays, scalars, other objects, subclasses of
@@ -30,6 +33,8 @@ import functools
 
 __all__ = [
     "PyTreeDef",
+    "lookup_namedtuple",
+    "register_namedtuple",
     "register_pytree_node",
     "register_pytree_node_class",
     "tree_all",
@@ -105,6 +110,10 @@ _registry_get = _registry.get
 # registrations can be compared by identity).
 _namedtuple_registrations = {}
 
+# The same types by name, for readers of stored structures (Symbol.from_json):
+# (module, qualname, fields) -> the type met or registered last under that name.
+_namedtuples_by_name = {}
+
 
 def _namedtuple_registration(cls):
     reg = _namedtuple_registrations.get(cls)
@@ -113,7 +122,12 @@ def _namedtuple_registration(cls):
             cls, lambda x: (x, None), lambda aux, ch, _cls=cls: _cls(*ch), "namedtuple"
         )
         _namedtuple_registrations[cls] = reg
+        _namedtuples_by_name[_namedtuple_name(cls)] = cls
     return reg
+
+
+def _namedtuple_name(cls):
+    return (cls.__module__, cls.__qualname__, tuple(cls._fields))
 
 
 def _lookup(x):
@@ -189,6 +203,68 @@ def register_pytree_node_class(cls):
     """
     register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
     return cls
+
+
+def register_namedtuple(cls):
+    """Makes a namedtuple class known by name, for structures read back from storage.
+
+    Namedtuples are pytree nodes without registration. This only records the
+    class under its module, qualified name and fields, so that
+    :func:`lookup_namedtuple` (and through it ``Symbol.from_json``) can rebuild
+    a stored structure with the class itself in a process that has not yet
+    flattened an instance of it. Readers never import a module a document
+    names: a namedtuple that is neither met nor registered comes back as a
+    stand-in with the same name and fields.
+
+    Args:
+      cls: a namedtuple class (``collections.namedtuple`` or
+        ``typing.NamedTuple``).
+
+    Returns:
+      ``cls`` itself, so it can be used as a decorator.
+
+    Raises:
+      TypeError: if ``cls`` is not a namedtuple class.
+
+    Example:
+      >>> Params = collections.namedtuple("Params", "w b")
+      >>> register_namedtuple(Params) is Params
+      True
+      >>> lookup_namedtuple(Params.__module__, "Params", ("w", "b")) is Params
+      True
+    """
+    if not (isinstance(cls, type) and issubclass(cls, tuple)
+            and isinstance(getattr(cls, "_fields", None), tuple)):
+        raise TypeError(f"register_namedtuple expects a namedtuple class, got {cls!r}")
+    _namedtuple_registration(cls)
+    _namedtuples_by_name[_namedtuple_name(cls)] = cls
+    return cls
+
+
+def lookup_namedtuple(module, qualname, fields):
+    """Returns the namedtuple node type known by this name, or None.
+
+    Known types are those flattened in this process and those passed to
+    :func:`register_namedtuple`. Nothing is imported: the lookup is a dict
+    lookup on the three strings.
+
+    Args:
+      module: the class's ``__module__``.
+      qualname: its ``__qualname__``.
+      fields: its ``_fields`` (a tuple or list of strings).
+
+    Returns:
+      The class, or None if no known namedtuple has this module, name and
+      fields.
+
+    Example:
+      >>> lookup_namedtuple("no.such.module", "Point", ("x", "y")) is None
+      True
+    """
+    try:
+        return _namedtuples_by_name.get((module, qualname, tuple(fields)))
+    except TypeError:   # unhashable parts: no such type
+        return None
 
 
 # --------------------------------------------------------------------------

@@ -23,11 +23,13 @@ calls, default 2, env ``FUNCTRACE_HOT``), then compiles; it compiles at once whe
 (``eager``) or when all its kernels are already in the disk cache. A kernel that numba cannot
 compile is logged and its group runs on numpy instead.
 
-Disk cache: each kernel is written as a content-hashed module ``ftk_<key>.py`` (atomically:
-temp file + ``os.replace``) under ``$FUNCTRACE_CACHE_DIR`` (default
-``~/.cache/functrace/kernels``), registered in ``sys.modules`` and executed; ``cache=True``
-then lets numba keep the machine code next to it. The source embeds a hash of ``vecmath.py``
-and ``cpu_scalar.py`` so editing them invalidates dependent kernels.
+Disk cache (``modfiles``): each kernel is a module ``ftk_<key>.py`` (key: a hash of its
+source) in a directory only this user can write (``$FUNCTRACE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/functrace/kernels`` or ``~/.cache/functrace/kernels``, created 0700). The
+file is compared with the source in hand and rewritten atomically if it differs; the module
+is executed from that source, never imported from the file, and ``cache=True`` lets numba
+keep the machine code in the module's ``__pycache__`` next to it. The source embeds a hash of
+``vecmath.py`` and ``cpu_scalar.py`` so editing them invalidates dependent kernels.
 """
 
 from __future__ import annotations

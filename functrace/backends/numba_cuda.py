@@ -254,6 +254,8 @@ def load_module(key: str, source: str):
         mod = _modules.get(key)
         if mod is not None:
             return mod
+        from numba import cuda  # noqa: F401  (before the module: modfiles then pins numba-cuda's
+        # cache locator, so the kernel's @cuda.jit(cache=True) caches in the checked directory)
         mod = load_source_module("functrace_cuda_kernels", "ftc_", key, source)
         if simulator_enabled():
             mod.math = SimMath
