@@ -284,9 +284,8 @@ def _same_expected(a, b) -> bool:
 
 def _guard_from_json(d, atom, where):
     from .core import Var
-    from .printing import decode_array, decode_source
+    from .printing import GraphFormatError, decode_array, decode_source
     from .tracing import Guard
-    from .printing import GraphFormatError
     if not isinstance(d, dict) or d.get("kind") not in ("truth", "value"):
         raise GraphFormatError(f"Symbol JSON: {where} must be an object with kind 'truth' "
                                "or 'value'")
