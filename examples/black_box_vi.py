@@ -1,0 +1,117 @@
+"""Black-box variational inference: a gradient that draws random numbers on every call.
+
+The objective is a Monte Carlo estimate of the evidence lower bound (ELBO) of a diagonal
+Gaussian q(z) fitted to an unnormalised 2-D posterior (Ranganath et al. 2014, with the
+reparameterisation trick). Each call of the gradient draws fresh samples from a numpy
+RandomState, exactly as the function is written. functrace's un-jitted ``ft.grad`` runs the
+function on every call (as autograd and jax.grad do), so every step sees new samples; a
+cached graph would have frozen the first draw and optimised the wrong objective.
+
+The script checks:
+* two gradient calls at the same parameters differ (fresh draws) and each equals the
+  gradient computed by hand for the samples it drew;
+* the optimisation improves the ELBO and finds the posterior's mean;
+* with autograd installed, the same program written with autograd.numpy and the same seed
+  follows the same trajectory to 1e-9.
+
+Run:  python examples/black_box_vi.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import functrace as ft
+import functrace.numpy as fnp
+
+D = 2                      # dimension of z
+N_SAMPLES = 500
+LOG_2PI = float(np.log(2 * np.pi))
+
+
+def log_normal(x, mean, log_std):
+    """log N(x; mean, exp(log_std)^2), elementwise."""
+    return -0.5 * LOG_2PI - log_std - 0.5 * ((x - mean) / fnp.exp(log_std)) ** 2
+
+
+def log_posterior(z, m=fnp):
+    """An unnormalised, correlated 2-D target: z0 ~ N(1, 1), z1 | z0 ~ N(z0 / 2, 0.5)."""
+    z0, z1 = z[:, 0], z[:, 1]
+    return (-0.5 * (z0 - 1.0) ** 2) + (-0.5 * ((z1 - 0.5 * z0) / 0.5) ** 2)
+
+
+def make_objective(m, rs):
+    def negative_elbo(params):
+        mean, log_std = params[:D], params[D:]
+        eps = rs.randn(N_SAMPLES, D)                  # fresh samples on every call
+        z = eps * m.exp(log_std) + mean               # reparameterised draws from q
+        entropy = 0.5 * D * (1.0 + LOG_2PI) + m.sum(log_std)
+        return -(entropy + m.mean(log_posterior(z, m)))
+    return negative_elbo
+
+
+def adam(grad, x, steps, lr=0.05, b1=0.9, b2=0.999, eps=1e-8):
+    """Plain Adam (the optimizer autograd's examples use), written with numpy."""
+    m = np.zeros_like(x)
+    v = np.zeros_like(x)
+    for i in range(steps):
+        g = grad(x)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        mhat = m / (1 - b1 ** (i + 1))
+        vhat = v / (1 - b2 ** (i + 1))
+        x = x - lr * mhat / (np.sqrt(vhat) + eps)
+    return x
+
+
+def hand_gradient(params, eps):
+    """The gradient of the negative ELBO for given samples, derived by hand."""
+    mean, log_std = params[:D], params[D:]
+    s = np.exp(log_std)
+    z = eps * s + mean
+    z0, z1 = z[:, 0], z[:, 1]
+    r1 = (z1 - 0.5 * z0) / 0.25                      # -d log p / d z1
+    dz = np.stack([(z0 - 1.0) - 0.5 * r1, r1], axis=1)   # -d log p / dz
+    g_mean = dz.mean(axis=0)
+    g_log_std = (dz * eps * s).mean(axis=0) - 1.0
+    return np.concatenate([g_mean, g_log_std])
+
+
+def main():
+    params0 = np.concatenate([-np.ones(D), -2.0 * np.ones(D)])
+
+    # 1. fresh draws on every call, each one differentiated exactly
+    rs = np.random.RandomState(0)
+    grad = ft.grad(make_objective(fnp, rs))
+    g1, g2 = grad(params0), grad(params0)
+    assert not np.allclose(g1, g2), "the gradient must see new samples on every call"
+    check = np.random.RandomState(0)
+    for g in (g1, g2):
+        np.testing.assert_allclose(g, hand_gradient(params0, check.randn(N_SAMPLES, D)),
+                                   rtol=1e-10, atol=1e-12)
+
+    # 2. the optimisation finds the posterior (mean (1, 0.5))
+    fitted = adam(ft.grad(make_objective(fnp, np.random.RandomState(1))), params0, steps=300)
+    estimate = make_objective(np, np.random.RandomState(2))
+    before = np.mean([estimate(params0) for _ in range(20)])
+    after = np.mean([estimate(fitted) for _ in range(20)])
+    print(f"negative ELBO: {before:.3f} -> {after:.3f}")
+    print(f"fitted mean {fitted[:D]}, std {np.exp(fitted[D:])}")
+    assert after < before - 1.0
+    np.testing.assert_allclose(fitted[:D], [1.0, 0.5], atol=0.15)
+
+    # 3. the same program under autograd takes the same steps (same seed, same draws)
+    try:
+        import autograd
+        import autograd.numpy as anp
+    except ImportError:
+        print("autograd not installed: skipping the side-by-side run")
+        return
+    a_fitted = adam(autograd.grad(make_objective(anp, np.random.RandomState(1))), params0,
+                    steps=300)
+    np.testing.assert_allclose(fitted, a_fitted, rtol=1e-9, atol=1e-12)
+    print("autograd's run of the same program agrees to 1e-9")
+
+
+if __name__ == "__main__":
+    main()
