@@ -36,5 +36,6 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "custom_vjp", "custom_jvp", "checkpoint", "remat", "safe_where", "Symbol",
            "ShapeDtype", "AVal", "Graph", "verify", "device_put", "device_get", "device",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
-           "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError", "ConcretizationError", "MissingRuleError", "BackendError",
-           "TracerLeakError", "TracerConversionError", "GuardError"]
+           "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
+           "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",
+           "TracerConversionError", "GuardError"]

@@ -15,7 +15,6 @@ import numpy as np
 from . import tree_util
 from .core import AVal, Graph, on_device
 from .errors import (
-    FunctraceError,
     FunctraceTypeError,
     FunctraceValueError,
     ShapeError,

@@ -179,7 +179,7 @@ class Symbol:
         """The type of a concrete argument leaf; FunctraceTypeError for non-array data."""
         try:
             a = x if isinstance(x, np.ndarray) else np.asarray(x)
-        except Exception:      # noqa: BLE001 -- whatever numpy makes of it, it is no array
+        except Exception:      # whatever numpy makes of it, it is no array
             a = None
         if a is None or a.dtype.kind not in "biufc":
             what = (f"an array of dtype {a.dtype}" if isinstance(x, np.ndarray)

@@ -115,7 +115,7 @@ def _install_tracer_methods():
     T.__abs__ = lambda self: _ufuncs.absolute(self)
     T.__invert__ = lambda self: _ufuncs.logical_not(self) if self.dtype == _np.bool_ else \
         _not_supported("~ on integer tracers")
-    T.__getitem__ = _method(_indexing.getitem, "x[index] (indexing)")
+    T.__getitem__ = _binary(_indexing.getitem, "x[index] (indexing)")
     T.T = property(lambda self: _shape.transpose(self))
     T.mT = property(lambda self: _shape.swapaxes(self, -1, -2))
     T.at = property(lambda self: AtIndexer(self))
