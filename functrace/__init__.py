@@ -20,9 +20,9 @@ from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat,
                   stop_gradient, trace, value_and_grad, vjp)
 from .core import AVal, Graph, verify
 from .device import device_get, device_put
-from .errors import (BackendError, ConcretizationError, FunctraceError, FunctraceWarning,
-                     GuardError, MissingRuleError, ShapeError, TracerConversionError,
-                     TracerLeakError)
+from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
+                     FunctraceTypeError, FunctraceValueError, FunctraceWarning, GuardError,
+                     MissingRuleError, ShapeError, TracerConversionError, TracerLeakError)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
 from .symbol import Symbol
@@ -36,5 +36,6 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "custom_vjp", "custom_jvp", "checkpoint", "remat", "safe_where", "Symbol",
            "ShapeDtype", "AVal", "Graph", "verify", "device_put", "device_get", "device",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
-           "ShapeError", "ConcretizationError", "MissingRuleError", "BackendError",
-           "TracerLeakError", "TracerConversionError", "GuardError"]
+           "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
+           "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",
+           "TracerConversionError", "GuardError"]

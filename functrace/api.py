@@ -14,37 +14,55 @@ import numpy as np
 
 from . import tree_util
 from .core import AVal, Graph, on_device
-from .errors import FunctraceError, ShapeError
+from .errors import (
+    FunctraceTypeError,
+    FunctraceValueError,
+    ShapeError,
+    where,
+)
 from .symbol import Symbol
 from .tracing import Tracer, trace_to_graph
 
 __all__ = ["trace", "make_graph", "flatten_fun"]
 
 
-def _check_leaf_arg(x, i):
+def _check_callable(fun, fname: str) -> None:
+    """Refuse a non-callable ``fun`` when the transform is built (as JAX does)."""
+    if not callable(fun):
+        raise FunctraceTypeError(
+            f"ft.{fname} takes a function, but {type(fun).__name__} {fun!r:.40} is not "
+            f"callable. Fix: pass the function itself, ft.{fname}(f), and call the result "
+            f"with the arguments ({where()})")
+
+
+def _check_leaf_arg(x, i, what: str = "argument leaf"):
     if isinstance(x, Tracer | AVal | np.ndarray | np.generic | bool | int | float | complex) or (
             on_device(x)):
         if not isinstance(x, Tracer | AVal | bool | int | float | complex) and (
                 np.dtype(x.dtype).kind not in "biufc"):
-            raise TypeError(f"argument leaf {i}: arrays of dtype {x.dtype} cannot be traced "
-                            "(use bool, integer, float or complex data)")
+            raise FunctraceTypeError(
+                f"{what} {i}: arrays of dtype {x.dtype} cannot be traced (use bool, integer, "
+                f"float or complex data) ({where()})")
         return x
     if hasattr(x, "__array__"):
         a = np.asarray(x)
         if a.dtype.kind in "biufc":
             return a
-    raise TypeError(f"argument leaf {i} is a {type(x).__name__} ({x!r:.50}), not an array; "
-                    "pass arrays or numbers (non-array arguments can be closed over, or marked "
-                    "static with jit's static_argnums)")
+    raise FunctraceTypeError(
+        f"{what} {i} is a {type(x).__name__} ({x!r:.50}), not an array; pass arrays or "
+        "numbers (non-array arguments can be closed over, or marked static with jit's "
+        f"static_argnums) ({where()})")
 
 
 def _check_out_leaf(x, i):
     if isinstance(x, Tracer | np.ndarray | np.generic | bool | int | float | complex):
         if isinstance(x, np.ndarray | np.generic) and x.dtype.kind not in "biufc":
-            raise TypeError(f"output leaf {i} has dtype {x.dtype}, which is not an array type")
+            raise FunctraceTypeError(f"output leaf {i} has dtype {x.dtype}, which is not an "
+                                     f"array type ({where()})")
         return x
-    raise TypeError(f"the traced function returned a {type(x).__name__} ({x!r:.50}) as output "
-                    f"leaf {i}; functions must return arrays (or pytrees of arrays)")
+    raise FunctraceTypeError(
+        f"the traced function returned a {type(x).__name__} ({x!r:.50}) as output leaf {i}; "
+        f"functions must return arrays (or pytrees of arrays) ({where()})")
 
 
 def flatten_fun(fun: Callable, in_tree) -> tuple[Callable, list]:
@@ -83,13 +101,15 @@ def trace(fun: Callable) -> Callable[..., Symbol]:
         >>> float(sym(np.array([1.0, 2.0, 3.0])))
         14.0
     """
+    _check_callable(fun, "trace")
+
     @functools.wraps(fun)
     def traced(*args, **kwargs) -> Symbol:
         tr, in_tree, out_tree = make_graph(fun, args, kwargs)
         if tr.captured:
-            raise FunctraceError(
+            raise FunctraceValueError(
                 "ft.trace(f) was called on values of an enclosing transform; trace the outer "
-                "function instead (a Symbol must be closed)")
+                f"function instead (a Symbol must be closed) ({where()})")
         return Symbol(tr.graph, in_tree, out_tree, tr.guards)
     return traced
 
@@ -175,14 +195,36 @@ def _unwrap_tree(tree, trace):
                               tree)
 
 
-def _argnums_tuple(argnums, nargs):
-    single = isinstance(argnums, int)
+def _is_int(a) -> bool:
+    return isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_)
+
+
+def check_argnums(argnums, fname: str) -> None:
+    """Refuse an ``argnums`` that is not an int or a sequence of distinct ints (at the time
+    the transform is built, so the error names the line that wrote it)."""
+    if _is_int(argnums):
+        return
+    if isinstance(argnums, tuple | list) and all(_is_int(a) for a in argnums):
+        if len(set(int(a) for a in argnums)) != len(argnums):
+            raise FunctraceValueError(
+                f"ft.{fname}: argnums={argnums!r} has a duplicate entry; name each argument "
+                f"once ({where()})")
+        return
+    raise FunctraceTypeError(
+        f"ft.{fname}: argnums must be an int or a tuple of ints (positions of the arguments "
+        f"to differentiate), got {type(argnums).__name__} {argnums!r:.40}. Fix: e.g. "
+        f"argnums=0 or argnums=(0, 1) ({where()})")
+
+
+def _argnums_tuple(argnums, nargs, fname="grad"):
+    single = _is_int(argnums)
     nums = (argnums,) if single else tuple(argnums)
     for a in nums:
         if not -nargs <= a < nargs:
-            raise ValueError(f"argnums={argnums!r} is out of range for {nargs} positional "
-                             "argument(s)")
-    return tuple(a % nargs for a in nums), single
+            raise FunctraceValueError(
+                f"ft.{fname}: argnums={argnums!r} is out of range for {nargs} positional "
+                f"argument(s) ({where()})")
+    return tuple(int(a) % nargs for a in nums), single
 
 
 def _wrt_leaf_indices(args, kwargs, nums):
@@ -201,25 +243,27 @@ def _check_wrt_dtypes(leaves, wrt, fname, holomorphic):
         dt = np.dtype(x.dtype) if isinstance(x, Tracer | AVal) or on_device(x) else (
             np.asarray(x).dtype)
         if dt.kind not in "fc":
-            raise TypeError(
+            raise FunctraceTypeError(
                 f"{fname} requires float (or complex) inputs to differentiate, but input leaf "
                 f"{i} has dtype {dt}. Fix: pass it as a float array, e.g. x.astype(float), or "
-                "leave it out of argnums.")
+                f"leave it out of argnums ({where()})")
         if dt.kind == "c" and not holomorphic:
             pass   # a real-valued function of complex inputs is fine (JAX convention)
 
 
 def _check_scalar_out(aval, fname, holomorphic):
     if aval.shape != ():
-        raise TypeError(f"{fname} requires a scalar output, got shape {aval.shape}. Fix: "
-                        "reduce it (e.g. fnp.sum(...)), or use ft.vjp / ft.jacrev for "
-                        "non-scalar outputs.")
+        raise FunctraceTypeError(
+            f"{fname} requires a scalar output, got shape {aval.shape}. Fix: reduce it (e.g. "
+            f"fnp.sum(...)), or use ft.vjp / ft.jacrev for non-scalar outputs ({where()})")
     if aval.dtype.kind == "c" and not holomorphic:
-        raise TypeError(f"{fname} of a complex output needs holomorphic=True (or take the "
-                        "real part / abs of the output first).")
+        raise FunctraceTypeError(
+            f"{fname} of a complex output needs holomorphic=True (or take the real part / abs "
+            f"of the output first) ({where()})")
     if aval.dtype.kind not in "fc":
-        raise TypeError(f"{fname} requires a float output, got dtype {aval.dtype}. Fix: "
-                        "compute the output in floating point.")
+        raise FunctraceTypeError(
+            f"{fname} requires a float output, got dtype {aval.dtype}. Fix: compute the "
+            f"output in floating point ({where()})")
 
 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -249,6 +293,8 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 
 def _describe_out(x) -> str:
+    if isinstance(x, Tracer):
+        return f"one array of shape {x.shape}"
     if isinstance(x, tuple | list):
         return f"a {type(x).__name__} of {len(x)} values"
     if isinstance(x, dict):
@@ -260,8 +306,9 @@ def _scalar_output(out, fname, has_aux, holomorphic):
     """The differentiated output of ``fun``'s result (and the aux part), checked."""
     if has_aux:
         if not isinstance(out, tuple | list) or len(out) != 2:
-            raise TypeError(f"{fname}(has_aux=True) requires the function to return a pair "
-                            f"(value, aux); it returned {_describe_out(out)}")
+            raise FunctraceTypeError(
+                f"{fname}(has_aux=True) requires the function to return a pair (value, aux); "
+                f"it returned {_describe_out(out)} ({where()})")
         main, aux = out
     else:
         main, aux = out, None
@@ -269,16 +316,19 @@ def _scalar_output(out, fname, has_aux, holomorphic):
     if len(leaves) != 1 or tree_util.tree_structure(leaves[0]) != tree:
         hint = (" To return extra values alongside the value, use has_aux=True and return "
                 "(value, aux)." if isinstance(main, tuple | list) and not has_aux else "")
-        raise TypeError(f"{fname} requires a scalar output; the function returned "
-                        f"{_describe_out(main)}.{hint}")
+        raise FunctraceTypeError(f"{fname} requires a scalar output; the function returned "
+                                 f"{_describe_out(main)}.{hint} ({where()})")
     y = _check_out_leaf(leaves[0], 0)
     _check_scalar_out(_aval_any(y), fname, holomorphic)
     return y, aux
 
 
 def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
+    _check_callable(fun, fname)
+    check_argnums(argnums, fname)
+
     def vg(*args, **kwargs):
-        nums, single = _argnums_tuple(argnums, len(args))
+        nums, single = _argnums_tuple(argnums, len(args), fname)
         leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
         leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
         wrt = _wrt_leaf_indices(args, kwargs, nums)
@@ -386,6 +436,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         >>> pullback(np.ones(2))
         (array([3., 4.]), array([1., 2.]))
     """
+    _check_callable(fun, "vjp")
     leaves, in_tree = tree_util.tree_flatten((tuple(primals), {}))
     leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     _check_wrt_dtypes(leaves, range(len(leaves)), "vjp", True)
@@ -397,8 +448,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         trace.active = False
     if has_aux:
         if not isinstance(out, tuple | list) or len(out) != 2:
-            raise TypeError("vjp(has_aux=True) requires the function to return a pair "
-                            f"(out, aux); it returned {_describe_out(out)}")
+            raise FunctraceTypeError(
+                "vjp(has_aux=True) requires the function to return a pair (out, aux); it "
+                f"returned {_describe_out(out)} ({where()})")
         main, aux = out
     else:
         main, aux = out, None
@@ -409,18 +461,32 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     value = tree_util.tree_unflatten(main_tree, [
         _own(unwrap(o, trace)) if top else unwrap(o, trace) for o in out_leaves])
 
-    def vjp_fn(ct):
-        ct_leaves, tree = tree_util.tree_flatten(ct)
+    def vjp_fn(*args):
+        if len(args) != 1:
+            raise FunctraceTypeError(
+                f"vjp_fn takes one cotangent (a pytree shaped like the function's output), "
+                f"got {len(args)} arguments. Fix: pass them as one tuple, vjp_fn((ct1, ct2)), "
+                f"when the function returns a tuple ({where()})")
+        ct_leaves, tree = tree_util.tree_flatten(args[0])
         if tree != main_tree:
-            raise TypeError(f"vjp_fn expects a cotangent with the output's structure "
-                            f"{main_tree}, got {tree}")
+            raise FunctraceTypeError(
+                f"vjp_fn expects a cotangent with the output's structure {main_tree}, got "
+                f"{tree} ({where()})")
         cts = []
         for k, (c, av) in enumerate(zip(ct_leaves, out_avals)):
             if not isinstance(c, Tracer):
-                c = _ops._base.as_array(_check_leaf_arg(c, k), dtype=av.dtype)
-            if _aval_any(c).shape != av.shape:
-                raise ShapeError(f"vjp_fn: cotangent {k} has shape {_aval_any(c).shape}; the "
-                                 f"output has shape {av.shape}")
+                c = _check_leaf_arg(c, k, "vjp_fn: cotangent")
+            cav = _aval_any(c)
+            if cav.shape != av.shape:
+                raise ShapeError(f"vjp_fn: cotangent {k} has shape {cav.shape}; the output "
+                                 f"has shape {av.shape} ({where()})")
+            if cav.dtype.kind == "c" and av.dtype.kind != "c":
+                raise FunctraceTypeError(
+                    f"vjp_fn: cotangent {k} has dtype {cav.dtype}, but the output is real "
+                    f"({av.dtype}): its imaginary part would be dropped. Fix: pass a real "
+                    f"cotangent (or make the output complex) ({where()})")
+            if not isinstance(c, Tracer):
+                c = _ops._base.as_array(c, dtype=av.dtype)
             cts.append(c)
         gr = trace.pullback(list(zip(out_leaves, cts)), ins)
         if _current.get() is None:
@@ -504,18 +570,24 @@ class custom_vjp:
     """
 
     def __init__(self, fun: Callable):
+        _check_callable(fun, "custom_vjp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.fwd = None
         self.bwd = None
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        name = getattr(self.fun, "__name__", "f")
+        _check_rule(fwd, None, f"custom_vjp {name}: fwd", "fwd(*args) -> (output, residuals)")
+        _check_rule(bwd, 2, f"custom_vjp {name}: bwd", "bwd(residuals, cotangent) -> a tuple "
+                    "with one cotangent per argument")
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args):
         if self.fwd is None:
-            raise TypeError(f"custom_vjp function {self.fun.__name__} has no rule: call "
-                            ".defvjp(fwd, bwd) first")
+            raise FunctraceTypeError(
+                f"custom_vjp function {self.fun.__name__} has no rule: call .defvjp(fwd, bwd) "
+                f"first ({where()})")
         if _current.get() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_vjp
@@ -543,22 +615,49 @@ class custom_jvp:
     """
 
     def __init__(self, fun: Callable):
+        _check_callable(fun, "custom_jvp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.rule = None
 
     def defjvp(self, rule: Callable) -> Callable:
+        _check_rule(rule, 2, f"custom_jvp {getattr(self.fun, '__name__', 'f')}: the rule",
+                    "rule(primals, tangents) -> (primal_out, tangent_out)")
         self.rule = rule
         return rule
 
     def __call__(self, *args):
         if self.rule is None:
-            raise TypeError(f"custom_jvp function {self.fun.__name__} has no rule: decorate "
-                            "one with @f.defjvp first")
+            raise FunctraceTypeError(
+                f"custom_jvp function {self.fun.__name__} has no rule: decorate one with "
+                f"@f.defjvp first ({where()})")
         if _current.get() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_jvp
         return trace_custom_jvp(self.fun, self.rule, args)
+
+
+def _check_rule(rule, nargs, what: str, form: str) -> None:
+    """Refuse a custom rule that is not callable, or cannot take ``nargs`` positional
+    arguments, when it is defined (not deep inside a later backward pass)."""
+    if not callable(rule):
+        raise FunctraceTypeError(f"{what} must be a function {form}; got "
+                                 f"{type(rule).__name__} ({where()})")
+    if nargs is None:
+        return
+    import inspect
+    try:
+        sig = inspect.signature(rule)
+    except (TypeError, ValueError):      # a builtin without a signature: trust it
+        return
+    try:
+        sig.bind(*([None] * nargs))
+    except TypeError:
+        code = getattr(rule, "__code__", None)
+        defined = (f", defined at {code.co_filename}:{code.co_firstlineno}," if code else "")
+        raise FunctraceTypeError(
+            f"{what} must take {nargs} positional arguments: {form}; its signature is "
+            f"{sig}{defined} ({where()})") from None
 
 
 def checkpoint(fun: Callable, prevent_cse: bool = True) -> Callable:
@@ -571,6 +670,8 @@ def checkpoint(fun: Callable, prevent_cse: bool = True) -> Callable:
         >>> float(ft.grad(lambda x: fnp.sum(f(x)))(np.zeros(1)))
         1.0
     """
+    _check_callable(fun, "checkpoint")
+
     @functools.wraps(fun)
     def wrapped(*args):
         if _current.get() is None:

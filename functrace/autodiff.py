@@ -29,7 +29,7 @@ import numpy as np
 
 from . import ops
 from .core import AVal, Eqn, Graph, Lit, Var
-from .errors import MissingRuleError
+from .errors import FunctraceTypeError, MissingRuleError, ShapeError, where
 from .tracing import Trace, Tracer, _current, _source_override, _wanted, source_line
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency"]
@@ -76,9 +76,9 @@ def _fit(ct, aval: AVal, eqn: Eqn):
             # tangent (add(x, mean(w)) with x constant): the output's tangent is broadcast
             ct = ops.broadcast_in_dim(ct, aval.shape, ())
         else:
-            raise AssertionError(f"rule of {eqn.op.name if eqn else 'a custom function'} "
-                                 f"returned a value of shape "
-                                 f"{cav.shape} for an operand of shape {aval.shape}")
+            raise ShapeError(f"the rule of {eqn.op.name if eqn else 'a custom function'} "
+                             f"returned a value of shape {cav.shape} for an operand of shape "
+                             f"{aval.shape} ({where()})")
     if cav.dtype != aval.dtype:
         if aval.dtype.kind == "f" and cav.dtype.kind == "c":
             ct = ops.real(ct)
@@ -375,31 +375,67 @@ custom_vjp_call_p = Op("custom_vjp_call", _custom_vjp_abstract, _custom_vjp_impl
                        multiple_results=True)
 
 
+def _defined_at(fn) -> str:
+    """'(defined at file:line) ' for a user's rule function, for error messages."""
+    code = getattr(fn, "__code__", None)
+    return f"(defined at {code.co_filename}:{code.co_firstlineno}) " if code else ""
+
+
+def _describe(x) -> str:
+    if isinstance(x, tuple | list):
+        return f"a {type(x).__name__} of {len(x)}"
+    return f"a {type(x).__name__}"
+
+
 def _custom_vjp_rule(cts, ins, outs, *, fun_graph, rule):
     from . import tree_util
     args = tree_util.tree_unflatten(rule.in_tree, list(ins))
     res = rule.fwd(*args)
     if not isinstance(res, tuple) or len(res) != 2:
-        raise TypeError(f"the custom_vjp fwd function of {rule.name} must return "
-                        "(output, residuals)")
+        raise FunctraceTypeError(
+            f"the custom_vjp fwd function of {rule.name} {_defined_at(rule.fwd)}must return "
+            f"(output, residuals); it returned {_describe(res)} ({where()})")
     residuals = res[1]
     ct_leaves = [ct if ct is not None else zeros_like(o.aval)
                  for ct, o in zip(cts, fun_graph.outputs)]
     ct_tree = tree_util.tree_unflatten(rule.out_tree, ct_leaves)
     got = rule.bwd(residuals, ct_tree)
     n_args = len(args)
+    bwd = f"the custom_vjp bwd function of {rule.name} {_defined_at(rule.bwd)}"
     if not isinstance(got, tuple | list) or len(got) != n_args:
-        raise TypeError(f"the custom_vjp bwd function of {rule.name} must return a tuple with "
-                        f"one cotangent per argument ({n_args}), got {type(got).__name__}")
+        raise FunctraceTypeError(
+            f"{bwd}must return a tuple with one cotangent per argument ({n_args}), got "
+            f"{_describe(got)}. Fix: return (g,) for one argument ({where()})")
     flat = []
     for k, (r, a) in enumerate(zip(got, args)):
-        n = len(tree_util.tree_leaves(a))
+        a_leaves = tree_util.tree_leaves(a)
+        n = len(a_leaves)
         leaves = tree_util.tree_leaves(r) if r is not None else [None] * n
         if len(leaves) != n:
-            raise TypeError(f"the custom_vjp bwd function of {rule.name}: cotangent {k} has "
-                            f"{len(leaves)} leaves, the argument has {n}")
+            raise FunctraceTypeError(f"{bwd}returned {len(leaves)} cotangent leaves for "
+                                     f"argument {k}, which has {n} ({where()})")
+        for c, p in zip(leaves, a_leaves):
+            if c is None:
+                continue
+            cav = _ct_aval(c, f"{bwd}returned a cotangent for argument {k} of type "
+                              f"{type(c).__name__}")
+            pav = _value_aval(p)
+            if cav.shape != pav.shape and pav.shape != () and cav.shape != ():
+                raise ShapeError(f"{bwd}returned a cotangent of shape {cav.shape} for "
+                                 f"argument {k}, of shape {pav.shape} ({where()})")
         flat.extend(leaves)
     return tuple(flat)
+
+
+def _ct_aval(c, what: str) -> AVal:
+    """The type of a cotangent a user's rule returned; FunctraceTypeError if not an array."""
+    if isinstance(c, Tracer):
+        return c.aval
+    a = np.asarray(c) if not hasattr(c, "dtype") else c
+    if np.dtype(a.dtype).kind not in "biufc":
+        raise FunctraceTypeError(f"{what} with dtype {a.dtype}: cotangents are float (or "
+                                 f"complex) arrays ({where()})")
+    return AVal(tuple(a.shape), np.dtype(a.dtype))
 
 
 custom_vjp_call_p.vjp = _custom_vjp_rule
@@ -467,13 +503,20 @@ def _tangent_outputs(rule, fun_graph, primals, tangents):
     ts = tree_util.tree_unflatten(rule.in_tree, [
         t if t is not None else zeros_like(v.aval) for t, v in zip(tangents, fun_graph.inputs)])
     res = rule.jvp(tuple(ps), tuple(ts))
+    what = f"the custom_jvp rule of {rule.name} {_defined_at(rule.jvp)}"
     if not isinstance(res, tuple) or len(res) != 2:
-        raise TypeError(f"the custom_jvp rule of {rule.name} must return "
-                        "(primal_out, tangent_out)")
+        raise FunctraceTypeError(f"{what}must return (primal_out, tangent_out); it returned "
+                                 f"{_describe(res)} ({where()})")
     t_leaves, t_tree = tree_util.tree_flatten(res[1])
     if t_tree != rule.out_tree:
-        raise TypeError(f"the custom_jvp rule of {rule.name} returned a tangent with structure "
-                        f"{t_tree}; the function's output is {rule.out_tree}")
+        raise FunctraceTypeError(f"{what}returned a tangent with structure {t_tree}; the "
+                                 f"function's output is {rule.out_tree} ({where()})")
+    for t, o in zip(t_leaves, fun_graph.outputs):
+        if t is not None:
+            tav = _ct_aval(t, f"{what}returned a tangent of type {type(t).__name__}")
+            if tav.shape != o.aval.shape and tav.shape != ():
+                raise ShapeError(f"{what}returned a tangent of shape {tav.shape} for an "
+                                 f"output of shape {o.aval.shape} ({where()})")
     return [_fit(t, o.aval, None) if t is not None else None
             for t, o in zip(t_leaves, fun_graph.outputs)]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FunctraceError, ShapeError
+from .errors import FunctraceError, FunctraceTypeError, ShapeError
 
 __all__ = [
     "AVal", "Var", "Lit", "Eqn", "Graph", "Op", "Params", "SourceInfo", "verify",
@@ -35,7 +35,7 @@ def to_dtype(dt: Any) -> np.dtype:
     """Normalise anything numpy accepts as a dtype, rejecting object/string dtypes."""
     d = np.dtype(dt)
     if d.kind not in "biufc":
-        raise TypeError(
+        raise FunctraceTypeError(
             f"functrace arrays hold bool, integer, float or complex data; got dtype {d}. "
             "Convert with np.asarray(x, dtype=float) first.")
     return d

@@ -20,6 +20,7 @@ from . import tree_util
 from .api import (
     _argnums_tuple,
     _call_traced,
+    _check_callable,
     _check_leaf_arg,
     _check_out_leaf,
     _check_wrt_dtypes,
@@ -28,10 +29,12 @@ from .api import (
     _split,
     _traced_transform,
     _wrt_leaf_indices,
+    check_argnums,
 )
 from .autodiff import jvp_graph
 from .batching import bdim_to_front, install_rules, moveaxis
 from .core import AVal
+from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
 from .ops._base import as_array
 from .passes.simplify import optimize
 from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, TapeTrace, unwrap, zeros_of
@@ -54,29 +57,41 @@ def _aval(x) -> AVal:
 
 def _check_tangents(primals, tangents):
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
-        raise TypeError("jvp takes the primals and the tangents as tuples (or lists) of "
-                        "arguments: ft.jvp(f, (x,), (t,)), not ft.jvp(f, x, t); got "
-                        f"{type(primals).__name__} and {type(tangents).__name__}")
+        raise FunctraceTypeError(
+            "jvp takes the primals and the tangents as tuples (or lists) of arguments: "
+            "ft.jvp(f, (x,), (t,)), not ft.jvp(f, x, t); got "
+            f"{type(primals).__name__} and {type(tangents).__name__} ({where()})")
     if len(primals) != len(tangents):
-        raise TypeError(f"jvp: {len(primals)} primal argument(s) but {len(tangents)} "
-                        "tangent(s); give one tangent per argument")
+        raise FunctraceTypeError(
+            f"jvp: {len(primals)} primal argument(s) but {len(tangents)} tangent(s); give one "
+            f"tangent per argument ({where()})")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     if p_tree != t_tree:
-        raise TypeError(f"jvp: tangents must have the primals' structure {p_tree}, got {t_tree}")
+        raise FunctraceTypeError(f"jvp: tangents must have the primals' structure {p_tree}, "
+                                 f"got {t_tree} ({where()})")
     p_leaves = [_check_leaf_arg(p, i) for i, p in enumerate(p_leaves)]
-    out = []
-    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
-        t = _check_leaf_arg(t, i)
-        pa, ta = _aval(p), _aval(t)
-        if pa.shape != ta.shape:
-            raise ValueError(f"jvp: tangent {i} has shape {ta.shape}, primal has {pa.shape}")
-        if pa.dtype.kind in "fc" and ta.dtype != pa.dtype:
-            if isinstance(t, Tracer):
-                raise TypeError(f"jvp: tangent {i} has dtype {ta.dtype}, primal has {pa.dtype}")
-            t = as_array(t, dtype=pa.dtype)
-        out.append(t if pa.dtype.kind in "fc" else None)
+    out = [_check_tangent(p, t, i, "jvp") for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
     return p_leaves, p_tree, out
+
+
+def _check_tangent(p, t, i, fname):
+    """Tangent ``t`` for primal ``p`` (leaf ``i``), checked and cast to the primal's dtype;
+    None for a primal that is not float or complex (it has no tangent)."""
+    t = _check_leaf_arg(t, i, f"{fname}: tangent")
+    pa, ta = _aval(p), _aval(t)
+    if pa.shape != ta.shape:
+        raise ShapeError(f"{fname}: tangent {i} has shape {ta.shape}, primal has {pa.shape} "
+                         f"({where()})")
+    if pa.dtype.kind not in "fc":
+        return None
+    if ta.dtype != pa.dtype:
+        if isinstance(t, Tracer) or (ta.dtype.kind == "c" and pa.dtype.kind != "c"):
+            raise FunctraceTypeError(
+                f"{fname}: tangent {i} has dtype {ta.dtype}, primal has {pa.dtype}. Fix: pass "
+                f"a tangent of the primal's dtype ({where()})")
+        t = as_array(t, dtype=pa.dtype)
+    return t
 
 
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
@@ -91,6 +106,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
         >>> ty
         array([1.        , 0.54030231])
     """
+    _check_callable(fun, "jvp")
     p_leaves, p_tree, t_leaves = _check_tangents(primals, tangents)
     in_tree = tree_util.tree_structure((tuple(primals), {}))
     trace = JVPTrace(_current.get())
@@ -129,6 +145,7 @@ def linearize(fun: Callable, *primals):
         >>> float(f_jvp(1.0))
         12.0
     """
+    _check_callable(fun, "linearize")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     n = len(p_leaves)
 
@@ -145,14 +162,19 @@ def linearize(fun: Callable, *primals):
     res = _run(fwd, list(leaves) + list(captured))
     k = out_tree.num_leaves
     out, residuals = res[:k], res[k:]
-    p_avals = [_aval(p) for p in p_leaves]
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
         if t_tree != p_tree:
-            raise TypeError(f"f_jvp expects tangents with structure {p_tree}, got {t_tree}")
-        ts = [t if isinstance(t, Tracer) else np.asarray(t, dtype=a.dtype)
-              for t, a in zip(t_leaves, p_avals)]
+            raise FunctraceTypeError(
+                f"linearize's f_jvp takes one tangent per primal, with the primals' structure "
+                f"{p_tree}; got {t_tree} ({where()})")
+        ts = []
+        for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+            checked = _check_tangent(p, t, i, "linearize's f_jvp")
+            # (an integer primal's tangent is an input of the linear graph all the same)
+            ts.append(checked if checked is not None else
+                      t if isinstance(t, Tracer) else np.asarray(t, dtype=_aval(p).dtype))
         return tree_util.tree_unflatten(out_tree, _run(lin, list(residuals) + ts))
 
     return tree_util.tree_unflatten(out_tree, out), f_jvp
@@ -168,14 +190,16 @@ def _prefix_leaves(prefix, tree, what):
         return [prefix] * len(tree_util.tree_leaves(tree))
     if isinstance(tree, tuple | list) and isinstance(prefix, tuple | list):
         if len(prefix) != len(tree):
-            raise ValueError(f"vmap {what} {prefix!r} has {len(prefix)} entries for "
-                             f"{len(tree)} values")
+            raise FunctraceValueError(f"vmap {what} {prefix!r} has {len(prefix)} entries for "
+                                      f"{len(tree)} values ({where()})")
         return [d for p, t in zip(prefix, tree) for d in _prefix_leaves(p, t, what)]
     if isinstance(tree, dict) and isinstance(prefix, dict):
         if set(prefix) != set(tree):
-            raise ValueError(f"vmap {what} keys {sorted(prefix)} differ from {sorted(tree)}")
+            raise FunctraceValueError(f"vmap {what} keys {sorted(prefix)} differ from the "
+                                      f"argument's {sorted(tree)} ({where()})")
         return [d for k in sorted(tree) for d in _prefix_leaves(prefix[k], tree[k], what)]
-    raise ValueError(f"vmap {what} {prefix!r} does not match the structure of {tree!r:.60}")
+    raise FunctraceValueError(f"vmap {what} {prefix!r} does not match the structure of "
+                              f"{tree!r:.60} ({where()})")
 
 
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Callable:
@@ -199,6 +223,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         >>> ft.vmap(lambda x, w: fnp.dot(x, w), in_axes=(0, None))(np.ones((3, 2)), np.ones(2))
         array([2., 2., 2.])
     """
+    _check_callable(fun, "vmap")
     _check_axes_spec(in_axes, "in_axes")
     _check_axes_spec(out_axes, "out_axes")
     dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes (no trace involved)
@@ -210,11 +235,12 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             axes = (tuple(in_axes) if isinstance(in_axes, tuple | list)
                     else (in_axes,) * len(args))
             if len(axes) != len(args):
-                raise ValueError(f"vmap in_axes has {len(axes)} entries for {len(args)} "
-                                 "positional arguments")
+                raise FunctraceValueError(
+                    f"vmap in_axes has {len(axes)} entries for {len(args)} positional "
+                    f"arguments; give one per argument ({where()})")
             dims = [d for a, ax in zip(args, axes) for d in _prefix_leaves(ax, a, "in_axes")]
             if len(dims) != len(leaves):   # keyword arguments are not mapped
-                raise TypeError("vmap maps positional arguments only")
+                raise FunctraceTypeError(f"vmap maps positional arguments only ({where()})")
             if len(dims_by_tree) < 64:
                 dims_by_tree[tree] = dims
         leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
@@ -225,17 +251,19 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
                 continue
             shape = _aval(x).shape
             if not -len(shape) <= d < len(shape):
-                raise ValueError(f"vmap in_axes {d} is out of range for argument leaf {i} of "
-                                 f"shape {shape}")
+                raise AxisError(f"vmap in_axes {d} is out of range for argument leaf {i} of "
+                                f"shape {shape} ({where()})")
             d %= len(shape)
             if size is None:
                 size = shape[d]
             elif shape[d] != size:
-                raise ValueError(f"vmap got inconsistent sizes along the mapped axes: {size} "
-                                 f"and {shape[d]} (argument leaf {i})")
+                raise ShapeError(f"vmap got inconsistent sizes along the mapped axes: {size} "
+                                 f"and {shape[d]} (argument leaf {i} has shape {shape}) "
+                                 f"({where()})")
             norm.append(d)
         if size is None:
-            raise ValueError("vmap needs at least one batched argument or axis_size=")
+            raise FunctraceValueError("vmap needs at least one batched argument (an in_axes "
+                                      f"entry that is not None) or axis_size= ({where()})")
         in_tree = tree_util.tree_structure((tuple(args), {}))
         return _vmap_call(fun, in_tree, leaves, norm, size, out_axes)
 
@@ -255,8 +283,9 @@ def _check_axes_spec(spec, what):
         for s in spec.values():
             _check_axes_spec(s, what)
         return
-    raise TypeError(f"vmap {what} entries must be ints, None, or tuples/lists/dicts of them; "
-                    f"got {type(spec).__name__} {spec!r:.40}")
+    raise FunctraceTypeError(
+        f"vmap {what} entries must be ints, None, or tuples/lists/dicts of them; got "
+        f"{type(spec).__name__} {spec!r:.40} ({where()})")
 
 
 def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
@@ -281,14 +310,15 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
             val, d = _value(o), None
         if od is None:
             if d is not None:
-                raise ValueError(f"vmap: out_axes=None for output leaf {k}, which depends on "
-                                 "the batched inputs; give it an axis (out_axes=0)")
+                raise FunctraceValueError(
+                    f"vmap: out_axes=None for output leaf {k}, which depends on the batched "
+                    f"inputs; give it an axis (out_axes=0) ({where()})")
             res.append(val)
             continue
         nd = len(val.shape) + (1 if d is None else 0)
         if not -nd <= od < nd:
-            raise ValueError(f"vmap out_axes {od} is out of range for output leaf {k}, which "
-                             f"has {nd} dimensions with the batch axis")
+            raise AxisError(f"vmap out_axes {od} is out of range for output leaf {k}, which "
+                            f"has {nd} dimensions with the batch axis ({where()})")
         token = _current.set(trace.parent)
         try:
             val = moveaxis(bdim_to_front(val, d, size), 0, od % nd)
@@ -312,12 +342,13 @@ def _hashable(x):
 # Jacobians
 # --------------------------------------------------------------------------------------------
 
-def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux):
-    nums, single = _argnums_tuple(argnums, len(args))
+def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux, fname=None):
+    fname = fname or "jac" + mode
+    nums, single = _argnums_tuple(argnums, len(args), fname)
     leaves, in_tree = tree_util.tree_flatten((tuple(args), {}))
     leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     wrt = _wrt_leaf_indices(args, {}, nums)
-    _check_wrt_dtypes(leaves, wrt, "jac" + mode, True)
+    _check_wrt_dtypes(leaves, wrt, fname, True)
     in_avals = [_aval(leaves[i]) for i in wrt]
     if mode == "rev":
         rows, out_avals, main_tree, aux = _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size,
@@ -346,17 +377,22 @@ def _split_aux(out, has_aux, fname):
     if not has_aux:
         return out, None
     if not isinstance(out, tuple | list) or len(out) != 2:
-        raise TypeError(f"{fname}(has_aux=True) requires the function to return a pair "
-                        f"(out, aux); it returned a {type(out).__name__}")
+        from .api import _describe_out
+        raise FunctraceTypeError(
+            f"{fname}(has_aux=True) requires the function to return a pair (out, aux); it "
+            f"returned {_describe_out(out)} ({where()})")
     return out[0], out[1]
 
 
 def _float_outputs(out_leaves, fname):
     out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
-    for o in out_leaves:
+    for i, o in enumerate(out_leaves):
         dt = _aval(o).dtype
         if dt.kind not in "fc":
-            raise TypeError(f"{fname} needs float outputs, got {dt}")
+            raise FunctraceTypeError(
+                f"{fname} needs float outputs, but output leaf {i} has dtype {dt}. Fix: "
+                f"compute it in floating point, or return it as aux (has_aux=True) "
+                f"({where()})")
     return out_leaves
 
 
@@ -417,7 +453,8 @@ def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
 
 def _unbatched_aux(x):
     if isinstance(x, Tracer):
-        raise TypeError("jacfwd(has_aux=True): the aux output depends on the tangents")
+        raise FunctraceTypeError("jacfwd(has_aux=True): the aux output depends on the "
+                                 f"tangents ({where()})")
     return _own(x)
 
 
@@ -511,6 +548,9 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         array([[2., 0.],
                [0., 4.]])
     """
+    _check_callable(fun, "jacrev")
+    check_argnums(argnums, "jacrev")
+
     def jac(*args):
         return _jac_common(fun, argnums, args, "rev", chunk_size, holomorphic, has_aux)
     jac.__name__ = f"jacrev({getattr(fun, '__name__', 'f')})"
@@ -528,6 +568,9 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         array([[1., 0.],
                [0., 1.]])
     """
+    _check_callable(fun, "jacfwd")
+    check_argnums(argnums, "jacfwd")
+
     def jac(*args):
         return _jac_common(fun, argnums, args, "fwd", chunk_size, holomorphic, has_aux)
     jac.__name__ = f"jacfwd({getattr(fun, '__name__', 'f')})"
@@ -544,8 +587,11 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
         >>> ft.jacobian(lambda x: fnp.sum(x ** 2))(np.array([1.0, 2.0]))
         array([2., 4.])
     """
+    _check_callable(fun, "jacobian")
+    check_argnums(argnums, "jacobian")
+
     def jac(*args):
-        nums, _ = _argnums_tuple(argnums, len(args))
+        nums, _ = _argnums_tuple(argnums, len(args), "jacobian")
         n_in = sum(_aval(x).size for n in nums for x in tree_util.tree_leaves(args[n]))
         from .api import make_graph
         tr, _, _ = make_graph(fun, args)
@@ -569,5 +615,12 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
         array([[ 6.,  0.],
                [ 0., 12.]])
     """
-    return jacfwd(jacrev(fun, argnums, has_aux=False, holomorphic=holomorphic), argnums,
-                  holomorphic=holomorphic, chunk_size=chunk_size)
+    _check_callable(fun, "hessian")
+    check_argnums(argnums, "hessian")
+    inner = jacrev(fun, argnums, has_aux=False, holomorphic=holomorphic)
+
+    def hess(*args):
+        return _jac_common(inner, argnums, args, "fwd", chunk_size, holomorphic, False,
+                           "hessian")
+    hess.__name__ = f"hessian({getattr(fun, '__name__', 'f')})"
+    return hess

@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 
 from . import tree_util
-from .api import _check_leaf_arg, flatten_fun
+from .api import _check_callable, _check_leaf_arg, flatten_fun
 from .backends import numpy_ref
 from .core import AVal, Graph
+from .errors import FunctraceTypeError, FunctraceValueError, where
 from .ops._base import on_device
 from .passes.simplify import optimize
 from .tracing import Tracer, _current, trace_to_graph
@@ -82,6 +83,7 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, eager=eager, threads=threads)
+    _check_callable(fun, "jit")
     return Jitted(fun, backend, static_argnums, donate_argnums, eager, threads)
 
 
@@ -113,10 +115,16 @@ def _fingerprint(fun, depth: int = 0) -> tuple:
 _FunctionType = type(_fingerprint)
 
 
-def _nums(x) -> tuple[int, ...]:
-    if isinstance(x, int):
-        return (x,)
-    return tuple(int(i) for i in x)
+def _nums(x, what: str) -> tuple[int, ...]:
+    def is_int(i):
+        return isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_)
+    if is_int(x):
+        return (int(x),)
+    if isinstance(x, tuple | list) and all(is_int(i) for i in x):
+        return tuple(int(i) for i in x)
+    raise FunctraceTypeError(
+        f"ft.jit: {what} must be an int or a tuple of ints (argument positions), got "
+        f"{type(x).__name__} {x!r:.40} ({where()})")
 
 
 class _Slow(Exception):
@@ -186,14 +194,19 @@ class Jitted:
 
     def __init__(self, fun, backend, static_argnums, donate_argnums, eager, threads):
         if backend not in _BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of {_BACKENDS}")
+            raise FunctraceValueError(f"ft.jit: unknown backend {backend!r}; choose one of "
+                                      f"{_BACKENDS} ({where()})")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.backend = backend
-        self.static_argnums = _nums(static_argnums)
-        self.donate_argnums = _nums(donate_argnums)
+        self.static_argnums = _nums(static_argnums, "static_argnums")
+        self.donate_argnums = _nums(donate_argnums, "donate_argnums")
         if set(self.static_argnums) & set(self.donate_argnums):
-            raise ValueError("an argument cannot be both static and donated")
+            both = sorted(set(self.static_argnums) & set(self.donate_argnums))
+            raise FunctraceValueError(
+                f"ft.jit: argument(s) {both} are both static and donated; a static argument "
+                "is a Python value baked into the compiled code, not a buffer to reuse. "
+                f"Fix: leave them out of donate_argnums ({where()})")
         self.eager = eager
         self.threads = threads
         self._cache: dict = {}
@@ -211,18 +224,25 @@ class Jitted:
         static = set()
         for i in self.static_argnums:
             if not -n <= i < n:
-                raise ValueError(f"static_argnums={self.static_argnums} is out of range for "
-                                 f"{n} positional argument(s)")
+                raise FunctraceValueError(
+                    f"ft.jit: static_argnums={self.static_argnums} is out of range for {n} "
+                    f"positional argument(s) ({where()})")
             static.add(i % n)
+        for i in self.donate_argnums:
+            if not -n <= i < n:
+                raise FunctraceValueError(
+                    f"ft.jit: donate_argnums={self.donate_argnums} is out of range for {n} "
+                    f"positional argument(s) ({where()})")
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
         svals = tuple((i, args[i]) for i in sorted(static))
         try:
             hash(svals)
         except TypeError:
             kinds = [type(v).__name__ for _, v in svals]
-            raise TypeError(
-                f"jit: static arguments must be hashable (got {kinds}); "
-                "pass arrays as ordinary (traced) arguments instead") from None
+            raise FunctraceTypeError(
+                f"ft.jit: static arguments must be hashable (got {kinds}); pass arrays as "
+                "ordinary (traced) arguments instead, and lists as tuples "
+                f"({where()})") from None
         return dyn, svals, static
 
     def _donated_leaves(self, args, static, kwargs):
@@ -245,11 +265,11 @@ class Jitted:
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         sig = []
         for i, x in enumerate(leaves):
-            if type(x) is np.ndarray:
+            if type(x) is np.ndarray and x.dtype.kind in "biufc":
                 sig.append((x.shape, x.dtype))
             elif on_device(x):    # CUDA backend (issue #7): device arrays stay where they are
                 if self.backend == "cpu":
-                    raise TypeError(
+                    raise FunctraceTypeError(
                         f"argument leaf {i} is a GPU array ({type(x).__name__}), and this "
                         "function is jitted for the CPU. Use ft.jit(f, backend='cuda') to "
                         "compute on the GPU, or ft.device_get(x) to copy it to the host.")

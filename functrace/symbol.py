@@ -16,7 +16,7 @@ import numpy as np
 
 from . import tree_util
 from .core import AVal, Graph
-from .errors import FunctraceError
+from .errors import FunctraceError, FunctraceTypeError, ShapeError, where
 
 __all__ = ["Symbol"]
 
@@ -134,13 +134,15 @@ class Symbol:
         leaves, tree = tree_util.tree_flatten((args, kwargs))
         if _current.get() is not None or any(isinstance(x, Tracer) for x in leaves):
             if tree != self.in_tree:
-                raise TypeError(f"argument structure {tree} differs from the traced "
-                                f"{self.in_tree}")
+                self._structure_error(args, kwargs, leaves, tree)
             for i, (x, v) in enumerate(zip(leaves, self.inputs)):
-                av = x.aval if isinstance(x, Tracer) else AVal.of(x)
+                if isinstance(x, Tracer):
+                    av = x.aval
+                else:
+                    av = self._leaf_aval(x, i, v)
                 if av.shape != v.aval.shape:
-                    raise ValueError(f"argument {i}: expected shape {v.aval.shape} "
-                                     f"({v.aval}), got {av.shape}")
+                    raise ShapeError(f"Symbol call: argument {i}: expected shape "
+                                     f"{v.aval.shape} ({v.aval}), got {av.shape} ({where()})")
             if self.guards:
                 outs = eval_graph(self._checked_graph(), leaves)
                 n = len(self.graph.outputs)
@@ -160,29 +162,54 @@ class Symbol:
             outs = numpy_ref.run(self.graph, leaves)
         return tree_util.tree_unflatten(self.out_tree, outs)
 
+    def _structure_error(self, args, kwargs, leaves, tree):
+        """The error for arguments whose pytree structure differs from the traced ones."""
+        got = ", ".join(_describe_arg(a) for a in args)
+        if kwargs:
+            got += (", " if got else "") + ", ".join(f"{k}={_describe_arg(v)}"
+                                                     for k, v in kwargs.items())
+        want = ", ".join(str(v.aval) for v in self.inputs)
+        if len(leaves) != len(self.inputs):
+            raise FunctraceTypeError(
+                f"this Symbol takes {len(self.inputs)} array argument(s) ({want}; structure "
+                f"{self.in_tree}), got {len(leaves)}: ({got}) ({where()})")
+        raise FunctraceTypeError(f"Symbol call: argument structure {tree} differs from the "
+                                 f"traced {self.in_tree}; got ({got}) ({where()})")
+
+    @staticmethod
+    def _leaf_aval(x, i, v) -> AVal:
+        """The type of a concrete argument leaf; FunctraceTypeError for non-array data."""
+        try:
+            a = x if isinstance(x, np.ndarray) else np.asarray(x)
+        except Exception:      # whatever numpy makes of it, it is no array
+            a = None
+        if a is None or a.dtype.kind not in "biufc":
+            what = (f"an array of dtype {a.dtype}" if isinstance(x, np.ndarray)
+                    else f"a {type(x).__name__} ({x!r:.40})")
+            raise FunctraceTypeError(f"Symbol call: argument {i}: expected an array {v.aval}, "
+                                     f"got {what} ({where()})")
+        return AVal(a.shape, a.dtype)
+
     def _check_args(self, args, kwargs):
         leaves, tree = tree_util.tree_flatten((args, kwargs))
         if tree != self.in_tree:
-            if len(leaves) != len(self.inputs):
-                raise TypeError(f"this Symbol takes {len(self.inputs)} array argument(s) "
-                                f"({self.in_tree}), got {len(leaves)} ({tree})")
-            raise TypeError(f"argument structure {tree} differs from the traced {self.in_tree}")
+            self._structure_error(args, kwargs, leaves, tree)
         out = []
         for i, (x, v) in enumerate(zip(leaves, self.inputs)):
+            self._leaf_aval(x, i, v)
             a = np.asarray(x)
-            if a.dtype.kind not in "biufc":
-                raise TypeError(f"argument {i}: expected an array {v.aval}, got "
-                                f"{type(x).__name__}")
             if a.shape != v.aval.shape:
-                raise ValueError(f"argument {i}: expected shape {v.aval.shape} "
-                                 f"({v.aval}), got {a.shape}")
+                raise ShapeError(f"Symbol call: argument {i}: expected shape {v.aval.shape} "
+                                 f"({v.aval}), got {a.shape} ({where()})")
             if a.dtype != v.aval.dtype:
                 if isinstance(x, bool | int | float | complex) or np.can_cast(
                         a.dtype, v.aval.dtype, "same_kind"):
                     a = a.astype(v.aval.dtype)
                 else:
-                    raise TypeError(f"argument {i}: expected dtype {v.aval.dtype}, got "
-                                    f"{a.dtype}")
+                    raise FunctraceTypeError(
+                        f"Symbol call: argument {i}: expected dtype {v.aval.dtype}, got "
+                        f"{a.dtype} (it does not convert safely; trace the function again "
+                        f"for this dtype) ({where()})")
             out.append(a)
         return out
 
@@ -273,6 +300,19 @@ class Symbol:
         """Render with Graphviz (``pip install 'functrace[viz]'``)."""
         from .printing import render
         return render(self.graph, path, format=format)
+
+
+def _describe_arg(a) -> str:
+    """A short description of a call argument, for error messages."""
+    if a is None:
+        return "None"
+    if hasattr(a, "shape") and hasattr(a, "dtype"):
+        dt = np.dtype(a.dtype)
+        typ = AVal(tuple(a.shape), dt) if dt.kind in "biufc" else f"{dt}{list(a.shape)}"
+        return f"{type(a).__name__} {typ}"
+    if isinstance(a, tuple | list):
+        return f"{type(a).__name__} of {len(a)}"
+    return type(a).__name__
 
 
 def _same_expected(a, b) -> bool:

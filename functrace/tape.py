@@ -43,7 +43,7 @@ import numpy as np
 from . import ops
 from .autodiff import rule_dependency, zeros_like
 from .core import AVal, Params, SourceInfo, Var
-from .errors import _PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
+from .errors import _PKG_DIR, FunctraceWarning, MissingRuleError, ShapeError, TracerLeakError
 from .tracing import (
     Trace,
     Tracer,
@@ -167,8 +167,8 @@ def _fit(ct, like, op_name: str):
         elif cs == ():
             ct = ops.broadcast_in_dim(ct, tuple(ls), ())
         else:
-            raise AssertionError(f"the rule of {op_name} returned a value of shape {cs} for an "
-                                 f"operand of shape {ls}")
+            raise ShapeError(f"the rule of {op_name} returned a value of shape {cs} for an "
+                             f"operand of shape {ls}; at {source_line(_user_source())}")
     if ct.dtype != like.dtype:
         if like.dtype.kind == "f" and ct.dtype.kind == "c":
             ct = ops.real(ct)

@@ -25,6 +25,7 @@ import contextvars
 import itertools
 import linecache
 import os
+import re
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -35,15 +36,20 @@ import numpy as np
 from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var, on_device, to_host
 from .errors import (
     _PKG_DIR,
+    AxisError,
     ConcretizationError,
     FunctraceError,
+    FunctraceTypeError,
+    FunctraceValueError,
+    MissingRuleError,
     ShapeError,
     TracerConversionError,
     TracerLeakError,
 )
 
 __all__ = ["Trace", "Tracer", "Guard", "bind", "trace_to_graph", "eval_graph", "current_trace",
-           "is_tracer", "ShapeDtype", "rule_source", "conversion_error"]
+           "is_tracer", "ShapeDtype", "rule_source", "conversion_error", "op_error",
+           "user_error", "USER_ERRORS"]
 
 ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
 
@@ -122,6 +128,70 @@ def source_line(src: SourceInfo | None) -> str:
         return "<unknown location>"
     code = linecache.getline(src.filename, src.lineno).strip()
     return f"{src.filename}:{src.lineno}" + (f": {code}" if code else "")
+
+
+def op_error(op: Op, e: Exception, avals, src: SourceInfo | None) -> FunctraceError:
+    """The error for an op's type rule refusing its operands: functrace's class for it (a
+    plain TypeError becomes a FunctraceTypeError, a ValueError a ShapeError), naming the op,
+    the operand types and the user's line."""
+    cls = (type(e) if isinstance(e, FunctraceError) else
+           FunctraceTypeError if isinstance(e, TypeError) else ShapeError)
+    err = cls(f"{op.name}: {e} (operands {', '.join(map(repr, avals))}) at "
+              f"{source_line(src)}")
+    err._ft_located = True
+    return err
+
+
+# What a functrace.numpy function (or a Tracer operator) may raise for bad input while tracing:
+# numpy's builtin types, re-raised by ``user_error`` as functrace's
+USER_ERRORS = (ValueError, TypeError, IndexError, NotImplementedError)
+_RETYPED = frozenset({ShapeError, AxisError, FunctraceTypeError, FunctraceValueError})
+
+
+def _has_tracer(xs) -> bool:
+    for x in xs:
+        if isinstance(x, Tracer) or (type(x) in (list, tuple) and _has_tracer(x)):
+            return True
+    return False
+
+
+def user_error(e: Exception, name: str, args=(), kwargs=None) -> Exception:
+    """The error to raise for ``e``, raised by the ``functrace.numpy`` function (or Tracer
+    operator) ``name`` called on ``args``: while tracing, functrace's class that is also the
+    builtin ``e`` is (an axis or index error: AxisError; another ValueError: ShapeError; a
+    TypeError: FunctraceTypeError; NotImplementedError: MissingRuleError; numpy's
+    LinAlgError stays one), its message prefixed with ``name`` and followed by the user's
+    line. Outside transforms (plain numpy arrays) and for errors that already name the line,
+    ``e`` itself. Callers: ``err = user_error(e, ...); if err is e: raise; raise err from None``.
+    """
+    if getattr(e, "_ft_located", False):
+        return e
+    if _current.get() is None and not _has_tracer(args) and not (
+            kwargs and _has_tracer(kwargs.values())):
+        return e                      # numpy's own call: numpy's own error
+    if isinstance(e, FunctraceError):
+        if type(e) not in _RETYPED:
+            return e                  # Concretization, conversion, leak...: their own words
+        cls = type(e)
+    elif isinstance(e, np.linalg.LinAlgError):
+        cls = type(e)
+    elif isinstance(e, IndexError):
+        cls = AxisError
+    elif isinstance(e, ValueError):
+        cls = ShapeError
+    elif isinstance(e, TypeError):
+        cls = FunctraceTypeError
+    elif isinstance(e, NotImplementedError):
+        cls = MissingRuleError
+    else:
+        return e
+    msg = str(e)
+    short = re.findall(r"\w+", name)[-1]     # "fnp.linalg.solve", "x @ y (fnp.matmul)"
+    if msg.startswith(short + ": "):
+        msg = msg[len(short) + 2:]
+    err = cls(f"{name}: {msg}; at {source_line(_user_source())}")
+    err._ft_located = True
+    return err.with_traceback(e.__traceback__)
 
 
 class Guard:
@@ -236,9 +306,9 @@ class Trace:
                 return lit
             when = " after its transform finished" if not t.active else ""
             raise TracerLeakError(
-                f"a tracer from {t} was used in {self}{when}. "
-                "A traced value escaped its function (stored in a global or a closure?): "
-                "return it instead.")
+                f"a tracer from {t} was used in {self}{when}, at "
+                f"{source_line(_user_source())}. A traced value escaped its function "
+                "(stored in a global or a closure?): return it instead.")
         if isinstance(x, Lit):
             return x
         if type(x) is np.ndarray and x.ndim == 0:
@@ -262,9 +332,8 @@ class Trace:
         src = _user_source()
         try:
             out = op.abstract_eval(*avals, **params)
-        except (ShapeError, TypeError, ValueError) as e:
-            raise type(e)(f"{op.name}: {e} (operands {', '.join(map(repr, avals))}) "
-                          f"at {source_line(src)}") from None
+        except (TypeError, ValueError) as e:
+            raise op_error(op, e, avals, src) from None
         outs = out if op.multiple_results else (out,)
         out_vars = [Var(a) for a in outs]
         eqn = Eqn(op, atoms, Params(params), out_vars, src)
@@ -364,8 +433,8 @@ def _as_array(x: Any) -> np.ndarray:
         return np.asarray(x)
     if hasattr(x, "__array__") and not isinstance(x, Tracer):
         return np.asarray(x)
-    raise TypeError(f"functrace ops take arrays, numbers or tracers; got {type(x).__name__} "
-                    f"{x!r:.60}")
+    raise FunctraceTypeError(f"functrace ops take arrays, numbers or tracers; got "
+                             f"{type(x).__name__} {x!r:.60}")
 
 
 class Tracer:
@@ -405,7 +474,8 @@ class Tracer:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d traced array")
+            raise FunctraceTypeError(f"len() of a 0-d traced array, at "
+                                     f"{source_line(_user_source())}")
         return self.shape[0]
 
     @property
@@ -436,7 +506,8 @@ class Tracer:
 
     def __index__(self):
         if self.dtype.kind not in "iub":
-            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
+            raise FunctraceTypeError(f"only integer arrays can be used as an index, not "
+                                     f"{self.dtype}; at {source_line(_user_source())}")
         try:
             return int(self._concrete("an index"))
         except ConcretizationError:
@@ -455,12 +526,13 @@ class Tracer:
     def _concrete(self, why: str, truth: bool = False, convert: bool = True):
         t = self._trace
         if not t.active:
-            raise TracerLeakError("a tracer was used after its transform finished; return "
-                                  "traced values from the function instead of storing them")
+            raise TracerLeakError("a tracer was used after its transform finished, at "
+                                  f"{source_line(_user_source())}; return traced values "
+                                  "from the function instead of storing them")
         return t.read_value(self._var, why, truth=truth, convert=convert)
 
     def __setitem__(self, idx, val):
-        raise TypeError(
+        raise FunctraceTypeError(
             "traced arrays are immutable: `x[idx] = v` cannot be recorded. Use the functional "
             "form `x = x.at[idx].set(v)` (or .add / .multiply) instead"
             f" (at {source_line(_user_source())})")
@@ -469,14 +541,16 @@ class Tracer:
         return self.__add__(other)   # rebinding, not mutation: fine for immutable arrays
 
     def __hash__(self):
-        raise TypeError("traced arrays are not hashable (use id() or a tuple of shapes)")
+        raise FunctraceTypeError("traced arrays are not hashable (use id(x) as a key, or a "
+                                 f"tuple of shapes); at {source_line(_user_source())}")
 
     def __repr__(self):
         return f"Tracer<{self.aval!r}>"
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d traced array")
+            raise FunctraceTypeError(f"iteration over a 0-d traced array, at "
+                                     f"{source_line(_user_source())}")
         return (self[i] for i in range(self.shape[0]))
 
 
@@ -542,16 +616,16 @@ def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
             if a._trace.eager:   # an autograd.NDArray: its recorder computes (and records)
                 return a._trace.record(op, args, params)
             raise TracerLeakError(
-                f"{op.name} got a tracer outside of any transform: a traced value escaped "
-                "its function (stored in a global or closure?)")
+                f"{op.name} got a tracer outside of any transform, at "
+                f"{source_line(_user_source())}: a traced value escaped its function "
+                "(stored in a global or closure?); return it from the function instead")
         on_gpu = on_gpu or on_device(a)
     arrays = [a.val if isinstance(a, Lit) else a for a in args]
     avals = [AVal.of(a) for a in arrays]
     try:
         res = op.abstract_eval(*avals, **params)   # the same checks as when tracing
-    except (ShapeError, TypeError, ValueError) as e:
-        raise type(e)(f"{op.name}: {e} (operands {', '.join(map(repr, avals))}) "
-                      f"at {source_line(_user_source())}") from None
+    except (TypeError, ValueError) as e:
+        raise op_error(op, e, avals, _user_source()) from None
     if key is not None:
         if len(_checked) > 8192:
             _checked.clear()
@@ -639,7 +713,7 @@ def eval_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
     equations again (keeping their source lines), which is what lets transforms compose.
     """
     if len(args) != len(graph.inputs):
-        raise TypeError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
+        raise FunctraceTypeError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
     env: dict[Var, Any] = dict(zip(graph.inputs, args))
 
     def read(a):

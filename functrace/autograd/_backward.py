@@ -36,7 +36,7 @@ from .. import ops
 from ..autodiff import vjp_graph
 from ..backends import numpy_ref
 from ..core import Eqn, Graph, Params, Var
-from ..errors import FunctraceError
+from ..errors import FunctraceError, FunctraceValueError, ShapeError, where
 from ..ops.elementwise import add_p
 from ..passes.simplify import dce, optimize
 from ..symbol import Symbol
@@ -69,17 +69,19 @@ class _History:
 
 def _head_error(i: int, h, what: str) -> FunctraceError:
     if isinstance(h, NDArray) and h._node is not None and h._node.freed:
-        return FunctraceError(
+        return FunctraceValueError(
             f"autograd.{what}: the graph that computed head {i} ({h.aval}) was already freed "
             "by an earlier backward/grad call, which releases the values the recorded history "
             "kept unless told otherwise. Pass retain_graph=True to that earlier "
-            "call to differentiate the same graph again, or record the computation again.")
+            "call to differentiate the same graph again, or record the computation again "
+            f"({where()})")
     desc = h.aval if isinstance(h, NDArray) else type(h).__name__
-    return FunctraceError(
+    return FunctraceValueError(
         f"autograd.{what}: head {i} ({desc}) was not recorded, so there is nothing to "
         "differentiate. Compute it inside `with autograd.record():` from at least one array "
         "marked with autograd.attach_grad(x) (or mark_variables); values computed outside "
-        "record(), inside pause(), or only from unmarked arrays have no history.")
+        "record(), inside pause(), or only from unmarked arrays have no history "
+        f"({where()})")
 
 
 def _head_ref(h, structure_only: bool):
@@ -121,10 +123,11 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
             if i < len(ps):
                 child = ps[i]
                 if child.freed and not structure_only:
-                    raise FunctraceError(
+                    raise FunctraceValueError(
                         f"autograd.{what}: part of the graph behind the heads was freed by an "
                         "earlier backward/grad call on another head that shares it. Pass "
-                        "retain_graph=True to that earlier call to keep the shared part.")
+                        "retain_graph=True to that earlier call to keep the shared part "
+                        f"({where()})")
                 stack[-1] = (node, i + 1)
                 seen.add(id(child))
                 stack.append((child, 0))
@@ -265,8 +268,9 @@ def _head_values(heads, head_grads, what):
     else:
         head_grads = _as_list(head_grads)
     if len(head_grads) != len(heads):
-        raise ValueError(f"autograd.{what}: got {len(head_grads)} head gradients for "
-                         f"{len(heads)} heads; give one per head (None for ones)")
+        raise FunctraceValueError(
+            f"autograd.{what}: got {len(head_grads)} head gradients for {len(heads)} heads; "
+            f"give one per head (None for ones) ({where()})")
     seeds, cts = [], []
     for i, (h, hg) in enumerate(zip(heads, head_grads, strict=True)):
         if h.dtype.kind not in "fc":
@@ -279,8 +283,9 @@ def _head_values(heads, head_grads, what):
         if not isinstance(hg, NDArray):
             hg = _storage(hg)
         if tuple(hg.shape) != h.shape:
-            raise ValueError(f"autograd.{what}: head gradient {i} has shape {tuple(hg.shape)}, "
-                             f"its head {h.shape}; they must match")
+            raise ShapeError(f"autograd.{what}: head gradient {i} has shape "
+                             f"{tuple(hg.shape)}, its head {h.shape}; they must match "
+                             f"({where()})")
         if hg.dtype != h.dtype:
             hg = hg.astype(h.dtype)
         cts.append(hg)
@@ -367,7 +372,7 @@ def _retain(retain_graph, create_graph) -> bool:
 def _heads(heads, what) -> list:
     heads = _as_list(heads)
     if not heads:
-        raise ValueError(f"autograd.{what}: no heads given")
+        raise FunctraceValueError(f"autograd.{what}: no heads given ({where()})")
     return heads
 
 
@@ -410,11 +415,11 @@ def backward(heads, head_grads=None, retain_graph=None, create_graph: bool = Fal
             wrt.append(i)
             slots.append(slot)
     if not wrt:
-        raise FunctraceError(
+        raise FunctraceValueError(
             "autograd.backward: no variable reached from the heads requires a gradient (every "
             "marked array there has grad_req='null', or was unmarked with drop_grads). Mark "
             "an input with autograd.attach_grad(x, grad_req='write') before recording, or ask "
-            "for specific gradients with autograd.grad(heads, variables).")
+            f"for specific gradients with autograd.grad(heads, variables) ({where()})")
     seeds, cts = _head_values(heads, head_grads, "backward")
     grads = _run(hist, wrt, seeds, cts, create_graph, train_mode)
     per_slot: dict[int, list] = {}
@@ -479,10 +484,10 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
         ref = v._ref() if isinstance(v, NDArray) else None
         if ref is None:
             desc = v.aval if isinstance(v, NDArray) else type(v).__name__
-            raise FunctraceError(
+            raise FunctraceValueError(
                 f"autograd.grad: variable {k} ({desc}) does not require a gradient: it is "
                 "neither marked (autograd.attach_grad / mark_variables) nor recorded from a "
-                "marked array. Mark it before recording the heads.")
+                f"marked array. Mark it before recording the heads ({where()})")
         if isinstance(ref, _Node):
             targets[(id(ref), v._index)] = ("var", k)
     hist = _history(heads, "grad", targets=targets, marks=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import Var
-from ..errors import FunctraceError
+from ..errors import FunctraceTypeError, FunctraceValueError, ShapeError, where
 from ._ndarray import NDArray, _wrap
 from ._nodes import _check_req, _Slot
 
@@ -21,7 +21,7 @@ def _as_list(x) -> list:
     return list(x) if isinstance(x, list | tuple) else [x]
 
 
-def mark_variables(variables, gradients, grad_reqs="write") -> None:
+def mark_variables(variables, gradients, grad_reqs="write", _what="mark_variables") -> None:
     """Mark arrays as variables whose gradients ``backward`` writes into ``gradients``.
 
     Args:
@@ -45,25 +45,32 @@ def mark_variables(variables, gradients, grad_reqs="write") -> None:
     variables, gradients = _as_list(variables), _as_list(gradients)
     reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
     if not len(variables) == len(gradients) == len(reqs):
-        raise ValueError(f"mark_variables: got {len(variables)} variables, {len(gradients)} "
-                         f"gradients and {len(reqs)} grad_reqs; give one of each per variable")
+        raise FunctraceValueError(
+            f"mark_variables: got {len(variables)} variables, {len(gradients)} gradients and "
+            f"{len(reqs)} grad_reqs; give one of each per variable ({where()})")
     for i, (v, g, req) in enumerate(zip(variables, gradients, reqs, strict=True)):
         if not isinstance(v, NDArray) or not isinstance(g, NDArray):
             bad = v if not isinstance(v, NDArray) else g
-            raise TypeError(
+            raise FunctraceTypeError(
                 f"mark_variables marks autograd arrays in place, but got a "
                 f"{type(bad).__name__} (variable {i}). Use x = autograd.attach_grad(x), which "
-                "returns an autograd array, or wrap it with autograd.array(x) first.")
+                "returns an autograd array, or wrap it with autograd.array(x) first "
+                f"({where()})")
         _check_req(req)
+        if v.dtype.kind not in "fc":
+            raise FunctraceTypeError(
+                f"autograd.{_what}: variable {i} has dtype {v.dtype}; only float (or complex) "
+                "arrays have gradients. Fix: convert it first, e.g. "
+                f"autograd.attach_grad(x.astype(float)) ({where()})")
         if g.shape != v.shape:
-            raise ValueError(f"mark_variables: the gradient buffer of variable {i} has shape "
-                             f"{g.shape}, the variable {v.shape}")
+            raise ShapeError(f"mark_variables: the gradient buffer of variable {i} has shape "
+                             f"{g.shape}, the variable {v.shape} ({where()})")
         if v._slot is not None:
-            raise FunctraceError(
-                f"mark_variables: variable {i} ({v.aval}) already has a gradient attached "
+            raise FunctraceValueError(
+                f"autograd.{_what}: variable {i} ({v.aval}) already has a gradient attached "
                 f"(grad_req={v._slot.req!r}); an array can be marked once. Call "
                 "autograd.drop_grads([x]) first to unmark it, or set x.grad_req to change "
-                "how its gradient is written.")
+                f"how its gradient is written ({where()})")
         slot = _Slot(g, req)
         node = v._node
         if node is not None and not node.freed:   # a recorded result: a non-leaf variable
@@ -91,7 +98,7 @@ def attach_grad(x, grad_req: str = "write") -> NDArray:
     """
     if not isinstance(x, NDArray):
         x = NDArray(x)
-    mark_variables([x], [_wrap(np.zeros_like(x._data))], [grad_req])
+    mark_variables([x], [_wrap(np.zeros_like(x._data))], [grad_req], _what="attach_grad")
     return x
 
 

@@ -42,8 +42,14 @@ from .. import numpy as fnp
 from .. import ops
 from ..autodiff import rule_dependency
 from ..core import AVal, Eqn, Lit, Params, Var
-from ..errors import FunctraceError, ShapeError, TracerLeakError
-from ..tracing import Trace, Tracer, _current, _user_source, source_line
+from ..errors import (
+    FunctraceError,
+    FunctraceTypeError,
+    FunctraceValueError,
+    ShapeError,
+    TracerLeakError,
+)
+from ..tracing import Trace, Tracer, _current, _user_source, op_error, source_line
 from ._nodes import _check_req, _Node, _Slot
 from ._state import _recording, _training
 
@@ -69,8 +75,9 @@ def _storage(x, dtype=None, copy: bool = False):
         return a.copy() if copy else a
     a = np.array(x, dtype=dtype, copy=True) if copy else np.asarray(x, dtype=dtype)
     if a.dtype.kind not in "biufc":
-        raise TypeError(f"autograd arrays hold bool, integer, float or complex data; got "
-                        f"{type(x).__name__} of dtype {a.dtype}")
+        raise FunctraceTypeError(f"autograd arrays hold bool, integer, float or complex data; "
+                                 f"got {type(x).__name__} of dtype {a.dtype}; at "
+                                 f"{source_line(_user_source())}")
     return a
 
 
@@ -136,8 +143,9 @@ class _Recorder(Trace):
             elif isinstance(a, Tracer):
                 raise TracerLeakError(
                     f"{op.name} got a traced value of {a._trace} while running autograd arrays "
-                    "eagerly: a traced value escaped its transform (stored in a global or "
-                    "closure?); return it from the transformed function instead")
+                    f"eagerly, at {source_line(_user_source())}: a traced value escaped its "
+                    "transform (stored in a global or closure?); return it from the "
+                    "transformed function instead")
             elif isinstance(a, Lit):
                 datas[i] = a.val
                 avals[i] = a.aval
@@ -150,9 +158,8 @@ class _Recorder(Trace):
                     atoms[i] = Lit(d) if d.ndim == 0 else Var(av)
         try:
             out = op.abstract_eval(*avals, **params)
-        except (ShapeError, TypeError, ValueError) as e:
-            raise type(e)(f"{op.name}: {e} (operands {', '.join(map(repr, avals))}) "
-                          f"at {source_line(_user_source())}") from None
+        except (TypeError, ValueError) as e:
+            raise op_error(op, e, avals, _user_source()) from None
         out_avals = tuple(out) if op.multiple_results else (out,)
         token = _current.set(None)   # impls that evaluate sub-graphs run plain numpy
         try:
@@ -247,11 +254,11 @@ def _fnp_counterpart(func, module: str):
 
 
 def _untraceable(what: str):
-    return TypeError(
-        f"{what} was called on an autograd array that is part of a recorded graph, and it has "
-        "no functrace.numpy counterpart, so it cannot be recorded or differentiated. Write it "
-        "with functrace.numpy, or take the values with x.asnumpy() (no gradient flows "
-        "through them).")
+    return FunctraceTypeError(
+        f"{what} was called on an autograd array that is part of a recorded graph, at "
+        f"{source_line(_user_source())}, and it has no functrace.numpy counterpart, so it "
+        "cannot be recorded or differentiated. Write it with functrace.numpy, or take the "
+        "values with x.asnumpy() (no gradient flows through them).")
 
 
 _INPLACE_MSG = (
@@ -402,19 +409,20 @@ class NDArray(Tracer):
     # -- in-place updates --------------------------------------------------------------------
     def _check_inplace(self, what: str) -> None:
         if _recording.get() and self._ref() is not None:
-            raise FunctraceError(_INPLACE_MSG.format(what=what) + f" At "
-                                 f"{source_line(_user_source())}.")
+            raise FunctraceValueError(_INPLACE_MSG.format(what=what) + f" At "
+                                      f"{source_line(_user_source())}.")
 
     def _take(self, new, keep_graph: bool) -> None:
         """Make ``new``'s value this array's (in place, from the user's point of view)."""
         data = new._data if isinstance(new, NDArray) else _storage(new)
         if data.shape != self.shape:
-            raise ValueError(f"cannot write a value of shape {data.shape} into an array of "
-                             f"shape {self.shape} in place")
+            raise ShapeError(f"cannot write a value of shape {data.shape} into an array of "
+                             f"shape {self.shape} in place; at {source_line(_user_source())}")
         if data.dtype != self.dtype:
             if not np.can_cast(data.dtype, self.dtype, "same_kind"):
-                raise TypeError(f"cannot write {data.dtype} values into a {self.dtype} array "
-                                "in place (numpy's same_kind rule)")
+                raise FunctraceTypeError(
+                    f"cannot write {data.dtype} values into a {self.dtype} array in place "
+                    f"(numpy's same_kind rule); at {source_line(_user_source())}")
             if keep_graph and _attached(new):
                 new = ops.convert_element_type(new, self.dtype)
                 data = new._data
@@ -481,7 +489,8 @@ class NDArray(Tracer):
 
     def __iter__(self) -> Iterator[NDArray]:
         if not self.shape:
-            raise TypeError("iteration over a 0-d array")
+            raise FunctraceTypeError(f"iteration over a 0-d array, at "
+                                     f"{source_line(_user_source())}")
         return (self[i] for i in range(self.shape[0]))
 
 

@@ -9,6 +9,7 @@ Imports core; knows nothing of arrays.
 from __future__ import annotations
 
 from ..core import Eqn
+from ..errors import FunctraceValueError, where
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -57,5 +58,6 @@ class _Node:
 
 def _check_req(req) -> None:
     if req not in GRAD_REQS:
-        raise ValueError(f"grad_req must be 'write', 'add' or 'null', got {req!r}")
+        raise FunctraceValueError(f"grad_req must be 'write', 'add' or 'null', got {req!r} "
+                                  f"({where()})")
 

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import numpy as _np
 
+from ..errors import FunctraceTypeError as _FunctraceTypeError
+from ..tracing import USER_ERRORS as _USER_ERRORS
 from ..tracing import Tracer as _Tracer
+from ..tracing import _user_source
+from ..tracing import source_line as _source_line
+from ..tracing import user_error as _user_error
 from . import _core, _creation, _indexing, _products, _reductions, _shape, _ufuncs  # noqa: F401
 from ._creation import *  # noqa: F403
 from ._indexing import (  # noqa: F401  (re-exported)
@@ -51,33 +56,66 @@ def at(x):
     return AtIndexer(x)
 
 
+def _binary(fn, name, reflected=False):
+    """A Tracer operator calling ``fn``; numpy-style errors it raises for bad operands become
+    functrace's, naming the operator and the user's line (``tracing.user_error``)."""
+    if reflected:
+        def op(self, other):
+            try:
+                return fn(other, self)
+            except _USER_ERRORS as e:
+                err = _user_error(e, name, (self,))
+                if err is e:
+                    raise
+                raise err from None
+    else:
+        def op(self, other):
+            try:
+                return fn(self, other)
+            except _USER_ERRORS as e:
+                err = _user_error(e, name, (self,))
+                if err is e:
+                    raise
+                raise err from None
+    return op
+
+
+def _method(fn, name):
+    """A Tracer method calling ``fn(self, ...)``, with functrace's errors (see ``_binary``)."""
+    def method(self, *a, **k):
+        try:
+            return fn(self, *a, **k)
+        except _USER_ERRORS as e:
+            err = _user_error(e, name, (self,))
+            if err is e:
+                raise
+            raise err from None
+    return method
+
+
 def _install_tracer_methods():
     T = _Tracer
-    bin_ops = {"add": _ufuncs.add, "sub": _ufuncs.subtract, "mul": _ufuncs.multiply,
-               "truediv": _ufuncs.true_divide, "floordiv": _ufuncs.floor_divide,
-               "mod": _ufuncs.remainder, "pow": _ufuncs.power, "matmul": _products.matmul,
-               "and": _ufuncs.logical_and, "or": _ufuncs.logical_or,
-               "xor": _ufuncs.logical_xor}
-
-    def fwd(fn):
-        return lambda self, other: fn(self, other)
-
-    def rev(fn):
-        return lambda self, other: fn(other, self)
-
-    for name, fn in bin_ops.items():
-        setattr(T, f"__{name}__", fwd(fn))
-        setattr(T, f"__r{name}__", rev(fn))
-    cmp = {"lt": _ufuncs.less, "le": _ufuncs.less_equal, "gt": _ufuncs.greater,
-           "ge": _ufuncs.greater_equal, "eq": _ufuncs.equal, "ne": _ufuncs.not_equal}
-    for name, fn in cmp.items():
-        setattr(T, f"__{name}__", fwd(fn))
+    bin_ops = {"add": (_ufuncs.add, "+"), "sub": (_ufuncs.subtract, "-"),
+               "mul": (_ufuncs.multiply, "*"), "truediv": (_ufuncs.true_divide, "/"),
+               "floordiv": (_ufuncs.floor_divide, "//"), "mod": (_ufuncs.remainder, "%"),
+               "pow": (_ufuncs.power, "**"), "matmul": (_products.matmul, "@"),
+               "and": (_ufuncs.logical_and, "&"), "or": (_ufuncs.logical_or, "|"),
+               "xor": (_ufuncs.logical_xor, "^")}
+    for name, (fn, sym) in bin_ops.items():
+        what = f"x {sym} y (fnp.{fn.__name__})"
+        setattr(T, f"__{name}__", _binary(fn, what))
+        setattr(T, f"__r{name}__", _binary(fn, what, reflected=True))
+    cmp = {"lt": (_ufuncs.less, "<"), "le": (_ufuncs.less_equal, "<="),
+           "gt": (_ufuncs.greater, ">"), "ge": (_ufuncs.greater_equal, ">="),
+           "eq": (_ufuncs.equal, "=="), "ne": (_ufuncs.not_equal, "!=")}
+    for name, (fn, sym) in cmp.items():
+        setattr(T, f"__{name}__", _binary(fn, f"x {sym} y (fnp.{fn.__name__})"))
     T.__neg__ = lambda self: _ufuncs.negative(self)
     T.__pos__ = lambda self: self
     T.__abs__ = lambda self: _ufuncs.absolute(self)
     T.__invert__ = lambda self: _ufuncs.logical_not(self) if self.dtype == _np.bool_ else \
         _not_supported("~ on integer tracers")
-    T.__getitem__ = lambda self, idx: _indexing.getitem(self, idx)
+    T.__getitem__ = _binary(_indexing.getitem, "x[index] (indexing)")
     T.T = property(lambda self: _shape.transpose(self))
     T.mT = property(lambda self: _shape.swapaxes(self, -1, -2))
     T.at = property(lambda self: AtIndexer(self))
@@ -96,7 +134,7 @@ def _install_tracer_methods():
                      "diagonal": _shape.diagonal, "repeat": _shape.repeat,
                      "take": _indexing.take, "ptp": _reductions.ptp,
                      "nonzero": _indexing.nonzero}.items():
-        setattr(T, name, (lambda f: lambda self, *a, **k: f(self, *a, **k))(fn))
+        setattr(T, name, _method(fn, f"x.{name}"))
 
     def clip(self, min=None, max=None, **kw):
         return _ufuncs.clip(self, min, max)
@@ -115,13 +153,17 @@ def _install_tracer_methods():
         return _core.cast(self, dtype)
 
     def sort(self, axis=-1, **kw):
-        raise TypeError("traced arrays are immutable: use x = fnp.sort(x) instead of x.sort()")
+        raise _FunctraceTypeError("traced arrays are immutable: use x = fnp.sort(x) instead of "
+                                  f"x.sort(), at {_source_line(_user_source())}")
 
     def flatten(self, order="C"):
         return _shape.ravel(self)
 
-    T.clip, T.reshape, T.transpose, T.astype, T.sort, T.flatten = (
-        clip, reshape, transpose, astype, sort, flatten)
+    T.clip, T.reshape, T.transpose, T.astype, T.flatten = (
+        _method(clip, "x.clip"), _method(reshape, "x.reshape"),
+        _method(transpose, "x.transpose"), _method(astype, "x.astype"),
+        _method(flatten, "x.flatten"))
+    T.sort = sort
     T.copy = lambda self: self
     T.__array_ufunc__ = _array_ufunc
     T.__array_function__ = _array_function
@@ -149,7 +191,9 @@ def _check_live(self):
     from ..tracing import current_trace
     if current_trace() is None or not self._trace.active:
         raise TracerLeakError("a traced value was used outside of its transform (stored in a "
-                              "global or a closure?): return it from the function instead")
+                              "global or a closure?), at "
+                              f"{_source_line(_user_source())}: return it from the function "
+                              "instead")
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
@@ -157,10 +201,11 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     fn = _fnp_counterpart(ufunc, "numpy") if method == "__call__" else None
     if fn is None or "out" in kwargs:
         what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-        raise TypeError(f"{what} was called on a traced array with {sorted(kwargs) or 'no'} "
-                        "keywords; it is not traceable. Use functrace.numpy's function (arrays "
-                        "are immutable: no out=), or np.asarray(x) to take the concrete value "
-                        "(no gradient flows through it).")
+        raise _FunctraceTypeError(
+            f"{what} was called on a traced array with {sorted(kwargs) or 'no'} keywords, at "
+            f"{_source_line(_user_source())}; it is not traceable. Use functrace.numpy's "
+            "function (arrays are immutable: no out=), or np.asarray(x) to take the concrete "
+            "value (no gradient flows through it).")
     return fn(*inputs, **kwargs)
 
 
@@ -169,15 +214,17 @@ def _array_function(self, func, types, args, kwargs):
     module = getattr(func, "__module__", None) or "numpy"
     fn = _fnp_counterpart(func, module)
     if fn is None:
-        raise TypeError(f"{module}.{func.__name__} was called on a traced array and has no "
-                        "functrace.numpy counterpart, so it cannot be traced or differentiated. "
-                        "Write it with functrace.numpy, or use np.asarray(x) to take the "
-                        "concrete value (no gradient flows through it).")
+        raise _FunctraceTypeError(
+            f"{module}.{func.__name__} was called on a traced array, at "
+            f"{_source_line(_user_source())}, and has no functrace.numpy counterpart, so it "
+            "cannot be traced or differentiated. Write it with functrace.numpy, or use "
+            "np.asarray(x) to take the concrete value (no gradient flows through it).")
     return fn(*args, **kwargs)
 
 
 def _not_supported(what):
-    raise TypeError(f"{what} is not supported on traced arrays")
+    raise _FunctraceTypeError(f"{what} is not supported on traced arrays, at "
+                              f"{_source_line(_user_source())}")
 
 
 _install_tracer_methods()

@@ -10,6 +10,7 @@ broadcast with ``broadcast_in_dim``, and only then is the op bound. Ops never pr
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -185,7 +186,11 @@ def ufunc_apply(uf: np.ufunc, prim_fn, *args):
 
 
 def normalize_axis(axis, ndim):
-    axis = int(axis)
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an integer or a tuple of integers, got "
+                        f"{type(axis).__name__} {axis!r:.40}") from None
     if not -ndim <= axis < max(ndim, 1):
         raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
                                       f"{ndim}")
@@ -197,9 +202,11 @@ def normalize_axes(axis, ndim):
         return tuple(range(ndim))
     if isinstance(axis, int | np.integer):
         return (normalize_axis(axis, ndim),)
+    if isinstance(axis, str) or not hasattr(axis, "__iter__") or getattr(axis, "ndim", 1) == 0:
+        return (normalize_axis(axis, ndim),)    # raises for anything but an integer
     axes = tuple(normalize_axis(a, ndim) for a in axis)
     if len(set(axes)) != len(axes):
-        raise ValueError("duplicate value in 'axis'")
+        raise ValueError(f"duplicate value in 'axis': {tuple(axis)}")
     return tuple(sorted(axes))
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from .. import tree_util
 from ..backends import numpy_ref
 from ..core import on_device
-from ..tracing import Tracer, _current, trace_to_graph
+from ..tracing import USER_ERRORS, Tracer, _current, trace_to_graph, user_error
 
 __all__ = ["device_dispatch"]
 
@@ -49,12 +49,24 @@ def _has_device(args, kwargs) -> bool:
 
 def device_dispatch(fn):
     """Wrap the ``fnp`` function ``fn`` so that, outside transforms, device-array arguments
-    run it through its traced path and the reference interpreter with cupy."""
+    run it through its traced path and the reference interpreter with cupy; and so that,
+    while tracing, the numpy-style errors it raises for bad input become functrace's (naming
+    ``fnp.<name>`` and the user's line: ``tracing.user_error``). On numpy arrays outside
+    transforms numpy's own errors pass unchanged (a ``try`` costs nothing until it raises)."""
+    mod = fn.__module__
+    name = ("fnp.linalg." if mod.endswith(".linalg") else "fnp.") + fn.__name__
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _current.get() is None and "cupy" in sys.modules and _has_device(args, kwargs):
             return call_on_device(fn, args, kwargs)
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as e:
+            err = user_error(e, name, args, kwargs)
+            if err is e:
+                raise
+            raise err from None
     return wrapper
 
 

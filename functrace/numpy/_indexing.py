@@ -15,8 +15,8 @@ import numpy as np
 
 from .. import ops, tree_util
 from ..core import on_device
-from ..errors import ConcretizationError
-from ..tracing import Tracer, _current
+from ..errors import ConcretizationError, FunctraceValueError
+from ..tracing import USER_ERRORS, Tracer, _current, user_error
 from ._core import asarray_any, cast, normalize_axis
 
 __all__ = ["getitem", "AtIndexer", "take", "take_along_axis", "nonzero", "argwhere",
@@ -55,7 +55,8 @@ def _parse(shape, idx):
                 expanded.extend(("mask", a) for a in np.nonzero(_concrete_mask(e)))
                 continue
             if dt.kind not in "iu":
-                raise IndexError("arrays used as indices must be of integer (or boolean) type")
+                raise IndexError("arrays used as indices must be of integer (or boolean) type, "
+                                 f"not {dt}")
             expanded.append(("arr", e))
         elif isinstance(e, bool | np.bool_):
             raise IndexError("a scalar boolean index is not supported while tracing")
@@ -204,7 +205,14 @@ class _AtRef:
         if self._eager_device((values,)):   # GPU arrays: numpy's semantics, with cupy
             from ._device import call_on_device
             return call_on_device(_at_update, (self.x, self.idx, values, mode), {})
-        return self._scatter(values, mode)
+        try:
+            return self._scatter(values, mode)
+        except USER_ERRORS as e:
+            name = {"set": "set", "add": "add", "mul": "multiply"}[mode]
+            err = user_error(e, f"x.at[index].{name}", (self.x, values))
+            if err is e:
+                raise
+            raise err from None
 
     def get(self):
         """``x[idx]``."""
@@ -263,7 +271,7 @@ def take(a, indices, axis=None, out=None, mode=None):
         else:
             idx = np.mod(idx, n) if mode == "wrap" else np.clip(idx, 0, n - 1)
     else:
-        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+        raise FunctraceValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     spec = tuple(("slice", 0, x.shape[i], 1) for i in range(ax)) + (("arr", 0),)
     return ops.gather(x, [idx], spec)
 

@@ -41,7 +41,9 @@ def matmul(x1, x2, /):
         return np.matmul(x1, x2)
     a, b = _promote(x1, x2)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: Input operand does not have enough dimensions")
+        raise ValueError(f"matmul: Input operand does not have enough dimensions (shapes "
+                         f"{a.shape} and {b.shape}; use * to multiply by a scalar)")
+    shapes = f"shapes {a.shape} and {b.shape}"
     if b.ndim == 1 and a.shape[-1] == b.shape[0]:
         # (..., k) @ (k,): one contraction, no reshapes (keeps vmap'd graphs copy-free)
         return ops.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())))
@@ -54,8 +56,9 @@ def matmul(x1, x2, /):
     if squeeze_b:
         b = ops.reshape(b, (b.shape[0], 1))
     if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0 "
-                         f"(size {b.shape[-2]} is different from {a.shape[-1]})")
+        raise ValueError(f"matmul: {shapes} do not align: Input operand 1 has a mismatch in "
+                         f"its core dimension 0 (size {b.shape[-2]} is different from "
+                         f"{a.shape[-1]})")
     if b.ndim == 2:
         y = ops.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())))
     elif a.ndim == 2:

@@ -28,7 +28,8 @@ def _resolve_shape(newshape, size):
         newshape = (int(newshape),)
     newshape = [int(operator.index(s)) for s in newshape]
     if newshape.count(-1) > 1:
-        raise ValueError("can only specify one unknown dimension")
+        raise ValueError(f"cannot reshape array of size {size} into shape {tuple(newshape)}: "
+                         "can only specify one unknown dimension")
     if -1 in newshape:
         known = int(np.prod([s for s in newshape if s != -1], dtype=np.int64))
         if known == 0 or size % known:
@@ -52,7 +53,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if _current.get() is None:
         return np.reshape(a, shape, order=order)
     if order != "C":
-        raise NotImplementedError("only order='C' reshapes are traceable")
+        raise NotImplementedError(f"only order='C' reshapes are traceable, not order={order!r}; "
+                                  "reshape the transposed array instead "
+                                  "(fnp.reshape(x.T, s[::-1]).T is order='F')")
     x = asarray_any(a)
     return ops.reshape(x, _resolve_shape(shape, x.size))
 
@@ -85,7 +88,16 @@ def transpose(a, axes=None):
     if axes is None:
         perm = tuple(reversed(range(x.ndim)))
     else:
-        perm = tuple(normalize_axis(p, x.ndim) for p in axes)
+        axes = tuple(axes)
+        if len(axes) != x.ndim:
+            raise ValueError(f"axes {axes} don't match an array of shape {x.shape}")
+        try:
+            perm = tuple(normalize_axis(p, x.ndim) for p in axes)
+        except np.exceptions.AxisError as e:
+            raise np.exceptions.AxisError(f"axes {axes} for an array of shape {x.shape}: "
+                                          f"{e}") from None
+        if len(set(perm)) != len(perm):
+            raise ValueError(f"axes {axes} repeat an axis (an array of shape {x.shape})")
     return ops.transpose(x, perm)
 
 
@@ -162,7 +174,7 @@ def squeeze(a, axis=None):
         for i in axes:
             if x.shape[i] != 1:
                 raise ValueError("cannot select an axis to squeeze out which has size not "
-                                 "equal to one")
+                                 f"equal to one (axis {i} of shape {x.shape})")
     return ops.reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
 
@@ -239,7 +251,8 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     xs = _common([asarray_any(a) for a in arrays], dtype)
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
-        raise ValueError("all input arrays must have the same shape")
+        raise ValueError("all input arrays must have the same shape, got "
+                         f"{', '.join(str(x.shape) for x in xs)}")
     ax = normalize_axis(axis, xs[0].ndim + 1)
     return ops.concatenate([expand_dims(x, ax) for x in xs], ax)
 

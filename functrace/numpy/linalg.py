@@ -152,14 +152,16 @@ def solve(a, b):
     m = a.shape[-1]
     if b.ndim == 1:
         if b.shape[0] != m:
-            raise ValueError(f"solve: Input operand 1 has a mismatch in its core dimension 0 "
-                             f"(size {b.shape[0]} is different from {m})")
+            raise ValueError(f"solve: shapes {a.shape} and {b.shape} do not align: Input "
+                             f"operand 1 has a mismatch in its core dimension 0 (size "
+                             f"{b.shape[0]} is different from {m})")
         bm = ops.broadcast_in_dim(b, (*a.shape[:-2], m, 1), (a.ndim - 2,))
         x = ops.solve(a, bm)
         return ops.reshape(x, a.shape[:-1])
     if b.shape[-2] != m:
-        raise ValueError(f"solve: Input operand 1 has a mismatch in its core dimension 0 "
-                         f"(size {b.shape[-2]} is different from {m})")
+        raise ValueError(f"solve: shapes {a.shape} and {b.shape} do not align: Input operand "
+                         f"1 has a mismatch in its core dimension 0 (size {b.shape[-2]} is "
+                         f"different from {m})")
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = ops.broadcast_to_shape(a, batch + a.shape[-2:])
     b = ops.broadcast_to_shape(b, batch + b.shape[-2:])
