@@ -21,8 +21,8 @@ from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat,
 from .core import AVal, Graph, verify
 from .device import device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
-                     FunctraceTypeError, FunctraceValueError, FunctraceWarning, GuardError,
-                     MissingRuleError, ShapeError, TracerConversionError, TracerLeakError)
+                     FunctraceTypeError, FunctraceValueError, FunctraceWarning, GraphFormatError,
+                     GuardError, MissingRuleError, ShapeError, TracerConversionError, TracerLeakError)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
 from .symbol import Symbol

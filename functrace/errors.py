@@ -90,6 +90,11 @@ class GuardError(FunctraceValueError):
     differently. The message names the decision's file:line."""
 
 
+class GraphFormatError(FunctraceValueError):
+    """A graph or Symbol document (JSON) is malformed, of another version, or does not
+    type-check. Nothing a document names is ever imported or evaluated."""
+
+
 class FunctraceWarning(UserWarning):
     """A likely numerical problem in the user's function (e.g. the `where` trap)."""
 

@@ -51,7 +51,7 @@ from .core import (
     get_op,
     verify,
 )
-from .errors import FunctraceError
+from .errors import FunctraceError, GraphFormatError
 
 __all__ = [
     "FORMAT_VERSION",
@@ -70,10 +70,6 @@ FORMAT_VERSION = 1
 _COMMENT_COLUMN_MAX = 72
 _CODE_TEXT_MAX = 40
 _DOT_PARAM_MAX = 48
-
-
-class GraphFormatError(FunctraceError, ValueError):
-    """A graph document (JSON) is malformed, of another version, or does not type-check."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -257,7 +257,11 @@ class Symbol:
             ...
             functrace.printing.GraphFormatError: Symbol JSON must be an object, got list
         """
+        from .errors import FunctraceTypeError, where
         from .printing import GraphFormatError, graph_from_document, parse_json_document
+        if not isinstance(text, str | bytes | bytearray):
+            raise FunctraceTypeError(f"Symbol.from_json takes the JSON text (a str or bytes), "
+                                     f"got {type(text).__name__}{where()}")
         d = parse_json_document(text, "Symbol JSON")
         if not isinstance(d, dict):
             raise GraphFormatError(f"Symbol JSON must be an object, got {type(d).__name__}")

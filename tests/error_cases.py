@@ -43,8 +43,8 @@ EXPECTED = {
     "TracerLeakError": ("TracerLeakError", (RuntimeError,), True),
     "MissingRuleError": ("MissingRuleError", (NotImplementedError,), True),
     "GuardError": ("GuardError", (ValueError,), True),
-    # graph_from_json's own class (FunctraceError + ValueError), owned by printing.py
-    "GraphFormatError": ("functrace.printing.GraphFormatError", (ValueError,), True),
+    # malformed graph and Symbol documents
+    "GraphFormatError": ("GraphFormatError", (ValueError,), True),
     # numpy's own errors: outside transforms fnp.f *is* numpy's function
     "ValueError": ("ValueError", (ValueError,), False),
     "numpy.AxisError": ("numpy.exceptions.AxisError", (np.exceptions.AxisError,), False),
@@ -122,10 +122,6 @@ def case(expected: str, *phrases: str, line: bool = False, note: str = "",
         CASES.append(Case(fn, expected, phrases, line, note, pending))
         return fn
     return deco
-
-
-_JSON_BRANCH = ("Symbol.from_json and graph_from_json are being hardened on the JSON-security "
-                "branch (not edited here)")
 
 
 X = np.ones((2, 3))
@@ -1115,37 +1111,32 @@ def symbol_other_branch():
 # Symbol.from_json of garbage (hardened on the JSON-security branch: see docs/errors.md)
 # ============================================================================================
 
-@case("FunctraceValueError", "JSON", pending=_JSON_BRANCH,
-      note="today a plain ValueError")
+@case("GraphFormatError", "Symbol JSON", "not valid JSON")
 def from_json_not_json():
     ft.Symbol.from_json("this is not json")
 
 
 @case("GraphFormatError", "graph JSON")
 def from_json_wrong_document():
-    ft.Symbol.from_json('{"graph": 1}')
+    ft.Symbol.from_json('{"graph": 1, "in_tree": {"tuple": []}, "out_tree": {"leaf": 0}}')
 
 
-@case("FunctraceValueError", "JSON", pending=_JSON_BRANCH,
-      note="today a plain ValueError")
+@case("GraphFormatError", "Symbol JSON", "lacks the field")
 def from_json_missing_keys():
     ft.Symbol.from_json("{}")
 
 
-@case("FunctraceTypeError", "str", line=True, pending=_JSON_BRANCH,
-      note="today a plain ValueError")
+@case("FunctraceTypeError", "from_json", "str", line=True)
 def from_json_of_non_string():
     ft.Symbol.from_json(12)
 
 
-@case("FunctraceValueError", "JSON", pending=_JSON_BRANCH,
-      note="today a RecursionError")
+@case("GraphFormatError", "nested too deeply")
 def from_json_deeply_nested():
     ft.Symbol.from_json("[" * 100000 + "]" * 100000)
 
 
-@case("FunctraceValueError", "JSON", pending=_JSON_BRANCH,
-      note="today an OverflowError")
+@case("GraphFormatError", "graph JSON")
 def from_json_huge_number():
     doc = json.loads(SYM.to_json())
     doc["graph"]["eqns"][0]["inputs"][1]["lit"]["shape"] = [10 ** 400]
