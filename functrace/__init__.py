@@ -21,8 +21,9 @@ from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat,
 from .core import AVal, Graph, verify
 from .device import device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
-                     FunctraceTypeError, FunctraceValueError, FunctraceWarning, GraphFormatError,
-                     GuardError, MissingRuleError, ShapeError, TracerConversionError, TracerLeakError)
+                     FunctraceTypeError, FunctraceValueError, FunctraceWarning,
+                     GraphFormatError, GuardError, MissingRuleError, ShapeError,
+                     TracerConversionError, TracerLeakError)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
 from .symbol import Symbol
@@ -38,4 +39,4 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
            "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
            "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",
-           "TracerConversionError", "GuardError"]
+           "TracerConversionError", "GuardError", "GraphFormatError"]
