@@ -17,6 +17,7 @@ from ._core import (
     asarray_any,
     broadcast_all,
     cast,
+    resolve_ufunc,
     result_dtype_like_numpy,
     ufunc_apply,
     weak_result_type,
@@ -26,9 +27,23 @@ __all__: list[str] = []
 
 
 def _make(name, uf, prim):
+    unary: dict = {}     # operand dtype -> (loop dtype, result dtype), for the fast path
+
     def f(*args, **kwargs):
         if _current.get() is None:
             return uf(*args, **kwargs)
+        if len(args) == 1 and not kwargs and isinstance(args[0], Tracer):
+            # the common case, quickly: one traced operand, no keywords
+            x = args[0]
+            dt = x.dtype
+            types = unary.get(dt)
+            if types is None:
+                in_dts, out_dt = resolve_ufunc(uf, (dt,))
+                types = unary[dt] = (in_dts[0], out_dt)
+            if types[0] == dt:
+                out = prim(x)
+                return out if out.dtype == types[1] else ops.convert_element_type(out,
+                                                                                 types[1])
         dtype = kwargs.pop("dtype", None)
         if kwargs:
             raise TypeError(f"functrace.numpy.{name}: keyword(s) {sorted(kwargs)} are not "

@@ -53,7 +53,30 @@ def _dg_layout(dimension_numbers, nx, ny):
             xb, xf, xc, yf)
 
 
+@functools.lru_cache(maxsize=1024)
+def _dg_plain(dimension_numbers, nx, ny):
+    """Which plain ``np.dot`` computes these dimension numbers for these ranks (its result
+    axes are already in dot_general's order), or None: 0 = dot(x, y), 1 = dot(x, y.T),
+    2 = dot(x.T, y)."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    if xb or yb or len(xc) != 1 or nx == 0 or ny == 0 or ny > 2:
+        return None
+    if xc == (nx - 1,) and yc == (0,):
+        return 0
+    if xc == (nx - 1,) and ny == 2 and yc == (1,):
+        return 1
+    if nx == 2 and xc == (0,) and yc == (0,):
+        return 2
+    return None
+
+
 def _dg_impl(x, y, *, dimension_numbers):
+    plain = _dg_plain(dimension_numbers, x.ndim, y.ndim)
+    if plain is not None and type(x) is np.ndarray and type(y) is np.ndarray:
+        # small products: np.dot without the general path's reshapes (BLAS reads the
+        # transposed operand through flags, no copy)
+        return np.dot(x, y) if plain == 0 else np.dot(x, y.T) if plain == 1 else \
+            np.dot(x.T, y)
     pa, pb, xb, xf, xc, yf = _dg_layout(dimension_numbers, x.ndim, y.ndim)
     xs, ys = x.shape, y.shape
     bshape = [xs[d] for d in xb]

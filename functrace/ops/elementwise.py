@@ -25,6 +25,9 @@ from ._base import as_array, dtype_of, elementwise_op, lit
 # --------------------------------------------------------------------------------------------
 
 
+_PY_SCALARS = (bool, int, float, complex)
+
+
 def _coerce(x, like):
     """Python scalars become 0-d arrays of the other operand's dtype."""
     if isinstance(x, bool | int | float | complex):
@@ -44,9 +47,9 @@ def _unary(op: Op):
 
 def _binary(op: Op):
     def f(x, y):
-        if isinstance(x, bool | int | float | complex):
+        if isinstance(x, _PY_SCALARS):
             x = _coerce(x, y)
-        elif isinstance(y, bool | int | float | complex):
+        elif isinstance(y, _PY_SCALARS):
             y = _coerce(y, x)
         return bind(op, x, y)
     f.__name__ = op.name
