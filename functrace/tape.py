@@ -293,6 +293,19 @@ class TapeTrace(Trace):
         for t, ct in seeds:
             if isinstance(t, TapeTracer) and t._trace is self and ct is not None:
                 self._accumulate((t._node, t._index), ct)
+        wtok0 = _wanted.set(None)
+        try:
+            self._backward(nodes, recorded)
+        finally:
+            _wanted.reset(wtok0)
+        out = []
+        for t in wanted:
+            ct = self._leaf_cts[t._index]
+            out.append(zeros_of(t._primal) if ct is None else ct)
+        self._leaf_cts = []
+        return out
+
+    def _backward(self, nodes, recorded):
         for node in reversed(nodes):
             cts = node.cts
             if cts is None:
@@ -308,7 +321,9 @@ class TapeTrace(Trace):
                     + f"; called at {source_line(node.source)}. Wrap its input in "
                     "ft.stop_gradient(...) if no gradient should flow through it.")
             refs = node.refs
-            wtok = _wanted.set(refs)    # cotangent_wanted(i): refs[i] is not None
+            # cotangent_wanted(i) is refs[i] is not None; a one-operand node's operand is
+            # wanted (the node exists because of it), and the pass runs with None set
+            wtok = _wanted.set(refs) if len(refs) > 1 else None
             # recorded by an enclosing trace: its equations get the rule's mark and line
             stok = (_source_override.set(rule_source(node.source, op.name)) if recorded
                     else None)
@@ -317,16 +332,11 @@ class TapeTrace(Trace):
             finally:
                 if stok is not None:
                     _source_override.reset(stok)
-                _wanted.reset(wtok)
+                if wtok is not None:
+                    _wanted.reset(wtok)
             for r, ct in zip(refs, in_cts):
                 if r is not None and ct is not None:
                     self._accumulate(r, ct)
-        out = []
-        for t in wanted:
-            ct = self._leaf_cts[t._index]
-            out.append(zeros_of(t._primal) if ct is None else ct)
-        self._leaf_cts = []
-        return out
 
     def _accumulate(self, ref, ct):
         """Add ``ct`` to the cotangent of ``ref``: (producing node, output index), or
