@@ -8,6 +8,7 @@ GetBackwardDependency). Imports core, tracing and passes; knows nothing of array
 
 from __future__ import annotations
 
+from .. import caches
 from ..core import AVal, Eqn, Graph, Params, Var
 from ..passes.simplify import dce
 from ..tracing import Trace, Tracer, _current
@@ -57,7 +58,9 @@ class _Node:
         self.marks = None
 
 
-_DEP_CACHE: dict = {}
+# (op, params, operand types or literals, output types, active) -> (save_in, save_out): small
+# values, but keys may hold literal arrays, so bounded like every cache (functrace.caches)
+_DEP_CACHE = caches.LRU("autograd.dependencies", scale=16)
 
 
 def _dependency(op, params: Params, in_key: tuple, out_avals: tuple, active: tuple):
@@ -103,8 +106,6 @@ def _dependency(op, params: Params, in_key: tuple, out_avals: tuple, active: tup
         result = (tuple(isinstance(t, Tracer) and t._var in used for t in ins),
                   tuple(t._var in used for t in outs))
     if key is not None:
-        if len(_DEP_CACHE) > 4096:
-            _DEP_CACHE.clear()
         _DEP_CACHE[key] = result
     return result
 

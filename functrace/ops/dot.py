@@ -7,11 +7,11 @@ bilinear rules. The impl transposes to (batch, free, contract), reshapes to 3-d 
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
+from .. import caches
 from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind, cotangent_wanted
@@ -41,7 +41,7 @@ def _dg_abstract(x, y, *, dimension_numbers):
     return AVal(shape, x.dtype)
 
 
-@functools.lru_cache(maxsize=1024)
+@caches.lru_cached("ops.dot_general_layouts", maxsize=1024)
 def _dg_layout(dimension_numbers, nx, ny):
     """Transposes that bring the operands to (batch, free, contract) / (batch, contract,
     free), computed once per (dimension numbers, ranks)."""
