@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import tree_util
+from . import caches, tree_util
 from .core import AVal, Graph, on_device
 from .errors import FunctraceError
 from .symbol import Symbol
@@ -111,8 +111,10 @@ _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def clear_caches() -> None:
-    """Forget every cached traced/differentiated graph (see docs/autodiff.md, caching)."""
+    """Forget every cached traced/differentiated graph (see docs/autodiff.md, caching) and
+    every in-memory functrace cache (docs/executor.md, "Caches and memory")."""
     _cache.clear()
+    caches.clear_all()
 
 
 class _Entry:
