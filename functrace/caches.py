@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import threading
 import weakref
@@ -64,6 +65,7 @@ _size = _size_from_env()
 # clearable cache (functools.lru_cache'd functions: bounded already, cleared by clear_all)
 _lrus: weakref.WeakSet = weakref.WeakSet()
 _others: dict[str, Callable[[], None]] = {}
+_releases: dict[str, Callable[[], None]] = {}     # run last, after gc: give memory back
 _registry_lock = threading.Lock()
 
 _MISSING = object()
@@ -282,25 +284,34 @@ def set_size(n: int) -> None:
         c._trim()
 
 
-def register(name: str, clear: Callable[[], None] | Any) -> None:
+def register(name: str, clear: Callable[[], None] | Any, *, release: bool = False) -> None:
     """Make ``clear_all`` also clear a cache that is not an ``LRU``: a callable that clears
-    it, or a ``functools.lru_cache``-wrapped function (bounded by its own ``maxsize``)."""
+    it, or a ``functools.lru_cache``-wrapped function (bounded by its own ``maxsize``).
+    ``release=True``: not a cache but a step that gives freed memory back to the operating
+    system, run last (after the caches are cleared and garbage is collected)."""
     fn = getattr(clear, "cache_clear", clear)
     if not callable(fn):
         raise TypeError(f"register({name!r}, ...) needs a callable or an lru_cache'd function")
     with _registry_lock:
-        _others[name] = fn
+        (_releases if release else _others)[name] = fn
 
 
-def clear_all() -> None:
+def clear_all(collect: bool = True) -> None:
     """Forget every in-memory entry of every functrace cache (``ft.clear_caches()`` calls
-    this). The on-disk kernel cache (``$FUNCTRACE_CACHE_DIR``) is left alone. Objects the
-    caller still holds (a jitted function, a Symbol, a compiled executable) stay usable:
-    what they need is rebuilt on their next call."""
+    this); with ``collect``, then run the garbage collector (graphs and executables can sit
+    in reference cycles) and give freed heap back to the OS (``malloc_trim`` on glibc, whose
+    trim threshold ``backends.malloc_tuning`` raised). The on-disk kernel cache
+    (``$FUNCTRACE_CACHE_DIR``) is left alone. Objects the caller still holds (a jitted
+    function, a Symbol, a compiled executable) stay usable: what they need is rebuilt on
+    their next call."""
     for c in list(_lrus):
         c.clear()
     for fn in list(_others.values()):
         fn()
+    if collect:
+        gc.collect()
+        for fn in list(_releases.values()):
+            fn()
 
 
 def stats() -> list[tuple[str, int, int]]:
