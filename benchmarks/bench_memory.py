@@ -4,7 +4,7 @@ Run:  python benchmarks/bench_memory.py [--n 2000] [--calls 2] [scenario ...]
 
 Scenarios (each in a fresh subprocess, so one does not inherit another's heap):
 
-* ``jit``        one ``ft.jit(f)``, called on N distinct shapes
+* ``jit``        one ``ft.jit(f)``, called on N distinct shapes (1-d, sizes N..2N-1 shuffled)
 * ``jit_grad``   one ``ft.jit(ft.grad(f))``, called on N distinct shapes
 * ``symbol``     per shape a new ``ft.trace(f)(x)`` Symbol, called and dropped
 * ``autograd``   per shape a recorded computation and its ``backward()`` (imperative facade)
@@ -58,8 +58,11 @@ def run_one(name: str, n: int, calls: int) -> None:
     import functrace as ft
     import functrace.numpy as fnp
 
-    def f(x):
-        return fnp.sum(fnp.tanh(x) * x + fnp.sin(x) ** 2)
+    def f(x):          # ~40 equations (distinct literals per step: nothing is rolled)
+        y = x
+        for i in range(8):
+            y = fnp.tanh(y * 0.5 + float(i)) + fnp.sin(y) * (1.0 + i)
+        return fnp.sum(y)
 
     rows = []
 
@@ -75,6 +78,9 @@ def run_one(name: str, n: int, calls: int) -> None:
     clear_everything()
     mark("start")
     checkpoints = {n // 4, n // 2, n}
+    # n distinct 1-d shapes of sizes in [n, 2n), shuffled: sizes do not trend, so what a
+    # bounded cache keeps alive does not grow with them
+    sizes = [int(k) for k in np.random.default_rng(0).permutation(np.arange(n, 2 * n))]
 
     if name == "same":
         fun = ft.jit(f)
@@ -86,16 +92,16 @@ def run_one(name: str, n: int, calls: int) -> None:
         del fun
     elif name in ("jit", "jit_grad"):
         fun = ft.jit(f) if name == "jit" else ft.jit(ft.grad(f))
-        for k in range(1, n + 1):
-            x = np.linspace(0, 1, k)
+        for k, size in enumerate(sizes, 1):
+            x = np.linspace(0, 1, size)
             for _ in range(calls):
                 fun(x)
             if k in checkpoints:
                 mark(f"{k} shapes")
         del fun
     elif name == "symbol":
-        for k in range(1, n + 1):
-            x = np.linspace(0, 1, k)
+        for k, size in enumerate(sizes, 1):
+            x = np.linspace(0, 1, size)
             sym = ft.trace(f)(x)
             for _ in range(calls):
                 sym(x)
@@ -104,8 +110,8 @@ def run_one(name: str, n: int, calls: int) -> None:
                 mark(f"{k} shapes")
     elif name == "autograd":
         ag = ft.autograd
-        for k in range(1, n + 1):
-            w = ag.attach_grad(np.linspace(0, 1, k))
+        for k, size in enumerate(sizes, 1):
+            w = ag.attach_grad(np.linspace(0, 1, size))
             for _ in range(calls):
                 with ag.record():
                     loss = f(w)
