@@ -15,6 +15,9 @@ it, so buffer pools and drivers are made too). Printed per scenario: RSS (MiB, f
 /proc/self/statm) and live Graph objects at the start, at N/4, N/2 and N, after dropping the
 function and ``gc.collect()``, and after ``ft.clear_caches()`` (plus
 ``functrace.caches.clear_all()`` where it exists). Linux only (statm).
+
+Figures before and after the memory work: docs/executor.md ("Caches and memory") and the
+raw output in benchmarks/results/memory.log.
 """
 
 from __future__ import annotations
