@@ -4,7 +4,9 @@ Symbol's graphs alive, that ``ft.clear_caches()`` frees every cache, and RSS (re
 
 RSS checks compare growth between two phases of one run (never absolute numbers, never time)
 and pair it with an exact count of live ``Graph`` objects, which is what the bound is about.
-The 2,000-shape versions are ``slow``; the default run has small versions of each.
+The 2,000-shape versions are ``slow`` and run only when asked for
+(``python -m pytest -m slow tests/test_memory.py``, several minutes); the default run has
+small versions of each.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ pytest.importorskip("numba")
 def _cache_dir(tmp_path_factory):
     with kernel_cache_dir(tmp_path_factory.getbasetemp() / "functrace-kernels") as d:
         yield d
+
+
+@pytest.fixture(autouse=True)
+def _slow_only_when_asked(request):
+    """``slow`` tests here run only when the marker expression names them (``-m slow``)."""
+    if request.node.get_closest_marker("slow") and "slow" not in (
+            request.config.getoption("markexpr") or ""):
+        pytest.skip("slow (minutes): run with -m slow")
 
 
 @pytest.fixture
