@@ -69,6 +69,7 @@ _releases: dict[str, Callable[[], None]] = {}     # run last, after gc: give mem
 _registry_lock = threading.Lock()
 
 _MISSING = object()
+_ref = weakref.ref
 
 
 class LRU:
@@ -171,8 +172,11 @@ class LRU:
 
     def get(self, key, default=None):
         """The value for ``key`` (now the most recently used entry), else ``default``."""
-        k = self._key(key)
-        v = self._data.get(k, _MISSING)
+        # on every jitted call and interpreter run: kept to a few C-level operations
+        if self.weak_keys:
+            key = _ref(key)
+        data = self._data
+        v = data.get(key, _MISSING)
         if v is _MISSING:
             return default
         if self.weak_values:
@@ -180,7 +184,7 @@ class LRU:
             if v is None:
                 return default
         try:
-            self._data.move_to_end(k)
+            data.move_to_end(key)
         except KeyError:                  # evicted by another thread meanwhile
             pass
         return v
