@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import tree_util
+from . import caches, tree_util
 from .core import AVal, Graph, on_device
 from .errors import (
     FunctraceTypeError,
@@ -135,7 +135,7 @@ def clear_caches() -> None:
         >>> import functrace as ft
         >>> ft.clear_caches()
     """
-    numpy_ref._plans.clear()   # (until every cache registers in one place)
+    caches.clear_all()
 
 
 def _traced_transform(fun: Callable, args, kwargs, build, examples=None, flat=None,

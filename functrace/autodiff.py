@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import ops
+from . import caches, ops
 from .core import AVal, Eqn, Graph, Lit, Var
 from .errors import FunctraceTypeError, MissingRuleError, ShapeError, where
 from .tracing import Trace, Tracer, _current, _source_override, _wanted, source_line
@@ -242,7 +242,9 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
 # Which forward values a vjp rule reads (the seed's GetBackwardDependency)
 # --------------------------------------------------------------------------------------------
 
-_dep_cache: dict = {}
+# (op, params, operand types or literals, output types, active) -> (save_in, save_out): small
+# values, but keys may hold literal arrays, so bounded like every cache (functrace.caches)
+_dep_cache = caches.LRU("autodiff.rule_dependency", scale=16)
 
 
 def rule_dependency(op, params, in_key: tuple, out_avals: tuple, active: tuple):
@@ -289,8 +291,6 @@ def rule_dependency(op, params, in_key: tuple, out_avals: tuple, active: tuple):
         result = (tuple(isinstance(t, Tracer) and t._var in used for t in ins),
                   tuple(t._var in used for t in outs))
     if key is not None:
-        if len(_dep_cache) > 4096:
-            _dep_cache.clear()
         _dep_cache[key] = result
     return result
 

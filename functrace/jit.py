@@ -9,10 +9,13 @@ How a call works:
 1. The arguments are split into static ones (``static_argnums``: hashable Python values that
    become part of the cache key and are passed to the function as they are) and dynamic ones
    (pytrees of arrays, flattened to leaves).
-2. The cache key is (pytree structure, each leaf's shape and dtype, the static values). On a
-   miss the function is traced with *abstract* leaves (``ft.ShapeDtype``), so Python control
-   flow on a traced value raises ``ConcretizationError`` naming the user's line, and the graph
-   is simplified (``passes.simplify.optimize``).
+2. The cache key is (pytree structure, each leaf's shape and dtype, the static values); the
+   cache is a per-function LRU (``functrace.caches``, "jit.signatures": 2 x the cache size
+   in keys, since a signature is stored under its fast-path key and its full key, so 256
+   signatures by default; ``ft.clear_caches()`` empties it). On a miss the function is
+   traced with *abstract* leaves (``ft.ShapeDtype``), so Python control flow on a traced
+   value raises ``ConcretizationError`` naming the user's line, and the graph is simplified
+   (``passes.simplify.optimize``).
 3. The graph runs on the chosen backend: ``"cpu"`` (numba kernels; the first call of a new
    graph runs on the reference interpreter, kernels compile when the graph is hot, see
    docs/executor.md) or ``"numpy"`` (the reference interpreter).
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from . import tree_util
+from . import caches, tree_util
 from .api import _check_callable, _check_leaf_arg, flatten_fun
 from .backends import numpy_ref
 from .core import AVal, Graph
@@ -209,7 +212,8 @@ class Jitted:
                 f"Fix: leave them out of donate_argnums ({where()})")
         self.eager = eager
         self.threads = threads
-        self._cache: dict = {}
+        # signature key -> _Entry; least recently used signatures are forgotten first
+        self._cache = caches.LRU("jit.signatures", scale=2)
 
     def __repr__(self):
         return f"<jit({getattr(self.fun, '__name__', 'f')}) backend={self.backend}>"
@@ -286,8 +290,6 @@ class Jitted:
                 _const_current(orig, lit) for orig, lit in entry.consts):
             return entry, leaves
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
-        if entry is not None and len(self._cache) > 256:
-            self._cache.clear()
         if entry is not None:
             self._cache[key] = entry
         return entry, leaves

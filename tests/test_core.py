@@ -124,7 +124,7 @@ def _imports(path):
 
 # layer rank of each package part (imports may only point to lower-or-equal ranks,
 # DESIGN.md: core <- tracing <- ops <- autodiff/passes <- backends <- api <- numpy <- autograd)
-RANK = {"errors": 0, "core": 0, "printing": 0, "tree_util": 0, "tracing": 1, "ops": 2,
+RANK = {"errors": 0, "caches": 0, "core": 0, "printing": 0, "tree_util": 0, "tracing": 1, "ops": 2,
         "autodiff": 3, "batching": 3, "passes": 3, "backends": 4, "symbol": 5, "api": 5,
         "forward": 5, "jit": 5, "device": 5, "numpy": 6, "nn": 7, "test_util": 7,
         "autograd": 8, "scipy": 7}

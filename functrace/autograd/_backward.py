@@ -17,7 +17,10 @@ How a backward works (the seed's Imperative::Backward, re-thought):
 2. ``vjp_graph`` appends the backward equations to the forward ones. We keep only the
    backward ones; the forward values they read become inputs, fed from what the nodes saved,
    so the forward pass is not run again. The result is cached by the structure of the forward
-   graph: a training loop that records the same computation each step reuses it.
+   graph: a training loop that records the same computation each step reuses it. (The key
+   is held strongly, by necessity: each step records a new, equal graph, and the cache must
+   outlive it. The cache is a bounded LRU, "autograd.backward_graphs" in
+   ``functrace.caches``; ``ft.clear_caches()`` empties it.)
 3. Gradients are written to each variable's buffer by its grad_req, and without retain_graph
    the nodes are released: the values they kept are dropped at once (the equations stay,
    for get_symbol), and a second backward through them is an error that says so.
@@ -25,14 +28,12 @@ How a backward works (the seed's Imperative::Backward, re-thought):
 
 from __future__ import annotations
 
-import contextlib
 import operator
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
-from .. import ops
+from .. import caches, ops
 from ..autodiff import vjp_graph
 from ..backends import numpy_ref
 from ..core import Eqn, Graph, Params, Var
@@ -198,8 +199,8 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
 # The backward graph (cached by the structure of the forward graph)
 # --------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict = OrderedDict()
-_CACHE_SIZE = 128
+# (forward graph, wrt, seeds, leaf pattern) -> (backward graph, positions)
+_CACHE = caches.LRU("autograd.backward_graphs")
 
 
 def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
@@ -210,8 +211,6 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
     key = (g, wrt, seeds, tuple(s is not None for s in hist.in_slots))
     hit = _CACHE.get(key)
     if hit is not None:
-        with contextlib.suppress(KeyError):   # another thread may have evicted it meanwhile
-            _CACHE.move_to_end(key)
         return hit
     fwd_vars = list(g.inputs) + [o for e in g.eqns for o in e.outputs]
     position = {v: i for i, v in enumerate(fwd_vars)}
@@ -249,9 +248,6 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
     graph = optimize(Graph(inputs + cts, again + list(bwd.eqns), bwd.outputs))
     result = (graph, tuple(position[v] for v in inputs))
     _CACHE[key] = result
-    while len(_CACHE) > _CACHE_SIZE:
-        with contextlib.suppress(KeyError):
-            _CACHE.popitem(last=False)
     return result
 
 

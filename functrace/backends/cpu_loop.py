@@ -25,6 +25,7 @@ import ast
 
 import numpy as np
 
+from .. import caches
 from ..core import Eqn, Graph, Lit, Var
 from ..ops.control import loop_slices
 from ..passes.fusion import Group, OpStep, plan_fusion
@@ -34,22 +35,31 @@ from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, CPU_EXPRS, _vecmath_hash, f
 
 __all__ = ["LoopStep", "plan_body", "body_ok", "make_runner", "warm_up"]
 
-_plans: dict = {}
+# body graph -> _BodyPlan | reason; weak keys: a plan keeps the parts of its graph it uses,
+# never the Graph object itself (a value referring to its weak key would keep it alive)
+_plans = caches.LRU("cpu_loop.body_plans", weak_keys=True)
 
 
 def plan_body(body: Graph):
     """The kernel plan of a loop body, or an ``Unsupported`` reason (str) when a trip cannot
-    run as compiled code (cached per body graph)."""
+    run as compiled code (cached per body graph, held weakly)."""
     hit = _plans.get(body)
     if hit is None:
         try:
             hit = _BodyPlan(body)
         except Unsupported as exc:
             hit = str(exc)
-        if len(_plans) > 256:
-            _plans.clear()
         _plans[body] = hit
     return hit
+
+
+class _Parts:
+    """A graph's inputs, equations and outputs without the Graph object (see ``_plans``)."""
+
+    __slots__ = ("inputs", "eqns", "outputs")
+
+    def __init__(self, g: Graph):
+        self.inputs, self.eqns, self.outputs = g.inputs, g.eqns, g.outputs
 
 
 def body_ok(eqn) -> bool:
@@ -74,7 +84,7 @@ class _BodyPlan:
             if not views:
                 break
             g = _materialise(g, views)
-        self.graph = g
+        self.graph = _Parts(g)
         self.steps = []
         for s in plan.steps:
             if isinstance(s, Group):

@@ -18,8 +18,13 @@ The row-major trick: a row-major ``(M, N)`` result is the column-major ``(N, M)`
 ``D = op(A) op(B)`` with ``A`` the right operand's buffer and ``B`` the left's, so no operand
 is copied or transposed; a transposed operand is a transpose flag.
 
-Imports numpy and ctypes; cupy only when ``Lt`` is made (on a GPU). **Not run on a GPU yet**:
-``benchmarks/gpu_check.py`` times it against cupy and jax; it stays opt-in until then.
+Tuned plans are a bounded LRU per device (``functrace.caches``, "cublaslt.plans": an eighth
+of the cache size, 32 plans by default, since each owns a 32 MiB device workspace); an
+executable keeps the plans it uses. Descriptors stay alive as long as the ``Lt`` object.
+
+Imports numpy, ctypes and caches; cupy only when ``Lt`` is made (on a GPU). **Not run on a
+GPU yet**: ``benchmarks/gpu_check.py`` times it against cupy and jax; it stays opt-in until
+then.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import typing
 
 import numpy as np
 
+from .. import caches
 from ..passes.contract import contraction_sizes
 
 log = logging.getLogger("functrace")
@@ -197,6 +203,11 @@ class _Plan:
                  "seconds", "candidates")
 
 
+def _plan_cache() -> caches.LRU:
+    """GemmShape -> tuned ``_Plan`` (each with its own device workspace: kept few)."""
+    return caches.LRU("cublaslt.plans", scale=0.125)
+
+
 class Lt:
     """cuBLASLt on the current device. ``plan(shape, stream, xp)`` tunes a product once per
     shape; ``run(plan, x, y, out, stream_ptr)`` launches it on the stream."""
@@ -220,7 +231,7 @@ class Lt:
         self._bind(_load_library())
         self.handle = _P()
         self._check(self.lib.cublasLtCreate(ctypes.byref(self.handle)), "cublasLtCreate")
-        self.plans: dict = {}
+        self.plans = _plan_cache()
         self._keep: list = []               # descriptors live as long as the library object
 
     @staticmethod
@@ -247,7 +258,7 @@ class Lt:
         """An instance over ``lib`` (a loaded libcublasLt) without a handle or cupy: enough
         for ``describe``, which needs no GPU (the tests check the descriptors with it)."""
         self = cls.__new__(cls)
-        self.cp, self.handle, self.plans, self._keep = None, _P(), {}, []
+        self.cp, self.handle, self.plans, self._keep = None, _P(), _plan_cache(), []
         self._bind(lib)
         return self
 

@@ -30,6 +30,12 @@ file is compared with the source in hand and rewritten atomically if it differs;
 is executed from that source, never imported from the file, and ``cache=True`` lets numba
 keep the machine code in the module's ``__pycache__`` next to it. The source embeds a hash of
 ``vecmath.py`` and ``cpu_scalar.py`` so editing them invalidates dependent kernels.
+
+In memory (``functrace.caches``; docs/executor.md, "Caches and memory"): kernels and loops
+are bounded LRUs keyed by content hash (an evicted module is also dropped from
+``sys.modules``; executables that use it keep their reference). Executables are shared
+between equal graphs while someone (a jitted function's signature cache) holds them: the
+cache holds them weakly, so it never keeps a graph or its buffer pools alive by itself.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import time
 
 import numpy as np
 
+from .. import caches
 from ..core import Graph
 from . import cpu_loop, numpy_ref
 from .cpu_driver import KernelStep, Program
@@ -60,8 +67,18 @@ log = logging.getLogger("functrace")
 # kernel modules and the disk cache
 # --------------------------------------------------------------------------------------------
 
-_kernels: dict[str, object] = {}     # key -> numba dispatcher (shared by every graph)
-_loops: dict[str, object] = {}       # key -> compiled loop (cpu_loop), likewise
+def _unloader(package: str, prefix: str):
+    """An ``on_drop`` that forgets an evicted kernel module in ``sys.modules`` too (else the
+    module, its dispatcher and its machine code would outlive the cache entry)."""
+    def drop(key, _fn):
+        sys.modules.pop(f"{package}.{prefix}{key}", None)
+    return drop
+
+
+# key -> numba dispatcher (shared by every graph); key -> compiled loop (cpu_loop), likewise
+_kernels = caches.LRU("numba_cpu.kernels", scale=4,
+                      on_drop=_unloader("functrace_kernels", "ftk_"))
+_loops = caches.LRU("numba_cpu.loops", scale=4, on_drop=_unloader("functrace_loops", "ftl_"))
 _kernel_lock = threading.RLock()
 
 
@@ -111,8 +128,9 @@ def load_loop(key: str, source: str):
 
 
 def clear_memory_caches() -> None:
-    """Forget compiled executables and in-memory kernels (disk cache untouched)."""
-    _exec_strong.clear()
+    """Forget compiled executables and in-memory kernels (disk cache untouched;
+    ``functrace.caches.clear_all`` does this and more)."""
+    _executables.clear()
     _kernels.clear()
     _loops.clear()
 
@@ -274,20 +292,22 @@ def _warm_up(fn, ks: KernelStep) -> None:
     fn(*args)
 
 
-_exec_strong: dict = {}
+# (graph, options) -> Executable, held weakly: equal graphs share one executable while a
+# holder (a jit signature cache entry) keeps it; when the last holder drops it, the entry,
+# its graph and its buffer pools go. (Held strongly, with the executable referring to its
+# graph, every graph ever jitted stayed alive until 512 of them had piled up.)
+_executables = caches.LRU("numba_cpu.executables", scale=4, weak_values=True)
 
 
 def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: bool = False,
             hot_after: int | None = None) -> Executable:
-    """The cached Executable of ``graph`` (equal graphs share one)."""
+    """The cached Executable of ``graph`` (equal graphs share one while it is held)."""
     key = (graph, parallel, tuple(donate), eager, hot_after)
-    ex = _exec_strong.get(key)
+    ex = _executables.get(key)
     if ex is None:
         ex = Executable(graph, parallel=parallel, donate=donate, eager=eager,
                         hot_after=hot_after)
-        if len(_exec_strong) > 512:
-            _exec_strong.clear()
-        _exec_strong[key] = ex
+        _executables[key] = ex
     return ex
 
 

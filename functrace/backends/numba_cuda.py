@@ -54,6 +54,7 @@ import time
 
 import numpy as np
 
+from .. import caches
 from ..core import Graph, Lit, Var
 from ..ops.dot import dot_general_p
 from ..passes.contract import contraction_sizes, contractions_as_reductions
@@ -240,7 +241,13 @@ def module_source(body: str) -> tuple[str, str]:
     return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)
 
 
-_modules: dict[str, object] = {}
+def _unload(key: str, _mod) -> None:
+    """An evicted kernel module leaves ``sys.modules`` too (executables using its kernels
+    keep their references)."""
+    sys.modules.pop(f"functrace_cuda_kernels.ftc_{key}", None)
+
+
+_modules = caches.LRU("numba_cuda.modules", scale=4, on_drop=_unload)
 _module_lock = threading.RLock()
 
 
@@ -1071,7 +1078,9 @@ def _op_step(ar, e, ins, out_slots):
 # entry points
 # --------------------------------------------------------------------------------------------
 
-_exec_strong: dict = {}
+# (graph, options) -> Executable, held weakly (as in numba_cpu): shared while a holder keeps
+# it, never keeping a graph, its device buffers or its constants alive by itself
+_executables = caches.LRU("numba_cuda.executables", scale=4, weak_values=True)
 
 
 def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
@@ -1087,13 +1096,11 @@ def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
     graphs = _graphs_default() if graphs is None else bool(graphs)
     key = (graph, tuple(donate), eager, hot_after, id(arrays) if arrays is not None else None,
            config, graphs, _skinny_default() if config is None else None, _gemm_default())
-    ex = _exec_strong.get(key)
+    ex = _executables.get(key)
     if ex is None:
         ex = Executable(graph, donate=donate, eager=eager, hot_after=hot_after, arrays=arrays,
                         config=config, graphs=graphs)
-        if len(_exec_strong) > 512:
-            _exec_strong.clear()
-        _exec_strong[key] = ex
+        _executables[key] = ex
     return ex
 
 
@@ -1104,7 +1111,8 @@ def lower(graph: Graph, *, donate: tuple = (), config: LaunchConfig | None = Non
 
 
 def clear_memory_caches() -> None:
-    """Forget executables and loaded kernel modules (disk cache untouched)."""
-    _exec_strong.clear()
+    """Forget executables and loaded kernel modules (disk cache untouched;
+    ``functrace.caches.clear_all`` does this and more)."""
+    _executables.clear()
     _modules.clear()
 

@@ -9,16 +9,21 @@ dead.
 Given GPU (cupy) arrays, the same plan runs with cupy as its array module: literals and host
 arguments are copied to the device once, every impl runs on device arrays (impls are written
 to be array-module generic, see ``ops._base.as_array``), and results stay on the device. An
-impl cupy cannot run is run on the host (logged once per op). Imports core and ops._base.
+impl cupy cannot run is run on the host (logged once per op). Imports core, ops._base and
+caches.
+
+Plans are cached per graph, holding the graph weakly: a plan never refers to its graph (only
+to the impls, params, slot numbers and constant values it copied out of it), so dropping the
+last reference to a graph (a Symbol, a jitted function) frees its plan too.
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
 
 import numpy as np
 
+from .. import caches
 from ..core import Graph, Lit, Var, on_device, to_host
 from ..ops._base import namespace_of
 from .malloc_tuning import tune_once
@@ -31,12 +36,13 @@ __all__ = ["Plan", "plan", "run"]
 class Plan:
     """A graph lowered to a list of steps over a flat slot array."""
 
-    __slots__ = ("graph", "steps", "names", "n_slots", "n_in", "consts", "const_base",
+    # no ``graph`` slot: the plan cache holds graphs weakly, and a plan that referred to its
+    # graph would keep it alive for ever
+    __slots__ = ("steps", "names", "n_slots", "n_in", "consts", "const_base",
                  "out_slots", "device_consts", "__weakref__")
 
     def __init__(self, graph: Graph):
         tune_once()
-        self.graph = graph
         slots: dict[Var, int] = {}
         for v in graph.inputs:
             slots[v] = len(slots)
@@ -159,11 +165,12 @@ def device_module(args):
     return None
 
 
-_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# graph -> Plan; weak keys (see the module docstring), equal graphs share a plan
+_plans = caches.LRU("numpy_ref.plans", scale=4, weak_keys=True)
 
 
 def plan(graph: Graph) -> Plan:
-    """The cached Plan of a graph (keyed by the graph object)."""
+    """The cached Plan of a graph (held weakly; structurally equal graphs share one)."""
     p = _plans.get(graph)
     if p is None:
         p = _plans[graph] = Plan(graph)

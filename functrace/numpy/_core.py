@@ -9,12 +9,11 @@ broadcast with ``broadcast_in_dim``, and only then is the op bound. Ops never pr
 
 from __future__ import annotations
 
-import functools
 import operator
 
 import numpy as np
 
-from .. import ops
+from .. import caches, ops
 from ..core import AVal, on_device
 from ..tracing import Tracer, host_copy
 
@@ -93,7 +92,7 @@ def weak_result_type(*xs) -> np.dtype:
                             (x if isinstance(x, np.dtype) else dtype_key(x)) for x in xs])
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cached("numpy.ufunc_dtypes", maxsize=4096)
 def resolve_ufunc(uf: np.ufunc, dtypes: tuple):
     """(input dtypes, output dtype) numpy's ufunc machinery picks for these operands.
 
@@ -210,7 +209,7 @@ def normalize_axes(axis, ndim):
     return tuple(sorted(axes))
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cached("numpy.result_dtypes", maxsize=4096)
 def _dummy_result_dtype(fn, dtypes, kwargs):
     args = [np.ones((1,), d) for d in dtypes]
     return np.asarray(fn(*args, **dict(kwargs))).dtype

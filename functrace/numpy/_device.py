@@ -22,15 +22,16 @@ import sys
 
 import numpy as np
 
-from .. import tree_util
+from .. import caches, tree_util
 from ..backends import numpy_ref
 from ..core import on_device
 from ..tracing import USER_ERRORS, Tracer, _current, trace_to_graph, user_error
 
 __all__ = ["device_dispatch"]
 
-_graphs: dict = {}
-_MAX_GRAPHS = 2048
+# (fnp function, structure, static values, array types) -> (graph, out_tree): graphs of
+# functrace's own functions, so held strongly; bounded (functrace.caches)
+_graphs = caches.LRU("numpy.device_graphs", scale=8)
 
 
 class _NotArrays(Exception):
@@ -132,8 +133,6 @@ def call_on_device(fn, args, kwargs):
                 raise exc from None
         hit = (tr.graph, box[0])
         if key is not None and not tr.concretized:
-            if len(_graphs) >= _MAX_GRAPHS:
-                _graphs.clear()
             _graphs[key] = hit
     graph, out_tree = hit
     outs = numpy_ref.run(graph, arrays)

@@ -7,11 +7,11 @@ bilinear rules. The impl transposes to (batch, free, contract), reshapes to 3-d 
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
+from .. import caches
 from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind, cotangent_wanted
@@ -41,7 +41,7 @@ def _dg_abstract(x, y, *, dimension_numbers):
     return AVal(shape, x.dtype)
 
 
-@functools.lru_cache(maxsize=1024)
+@caches.lru_cached("ops.dot_general_layouts", maxsize=1024)
 def _dg_layout(dimension_numbers, nx, ny):
     """Transposes that bring the operands to (batch, free, contract) / (batch, contract,
     free), computed once per (dimension numbers, ranks)."""
@@ -53,7 +53,7 @@ def _dg_layout(dimension_numbers, nx, ny):
             xb, xf, xc, yf)
 
 
-@functools.lru_cache(maxsize=1024)
+@caches.lru_cached("ops.dot_plain", maxsize=1024)
 def _dg_plain(dimension_numbers, nx, ny):
     """Which plain ``np.dot`` computes these dimension numbers for these ranks (its result
     axes are already in dot_general's order), or None: 0 = dot(x, y), 1 = dot(x, y.T),
