@@ -417,7 +417,9 @@ def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
 
     rows = _batched_rows(pull, out_avals, chunk_size)
     if aux is not None:
-        aux = tree_util.tree_map(lambda x: unwrap(x, trace), aux)
+        top = trace.parent is None
+        aux = tree_util.tree_map(lambda x: _own(unwrap(x, trace)) if top
+                                 else unwrap(x, trace), aux)
     return rows, out_avals, main_tree, aux
 
 
@@ -607,7 +609,8 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
             holomorphic: bool = False, chunk_size: int | None = None) -> Callable:
     """The Hessian of a scalar ``fun``: ``jacfwd(jacrev(fun))`` (forward-over-reverse), one
-    batched graph; shape ``in.shape + in.shape``.
+    batched computation; shape ``in.shape + in.shape``. With ``has_aux``, ``fun`` returns
+    ``(value, aux)`` and the result is ``(hessian, aux)``.
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -617,10 +620,10 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
     """
     _check_callable(fun, "hessian")
     check_argnums(argnums, "hessian")
-    inner = jacrev(fun, argnums, has_aux=False, holomorphic=holomorphic)
+    inner = jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic)
 
     def hess(*args):
-        return _jac_common(inner, argnums, args, "fwd", chunk_size, holomorphic, False,
+        return _jac_common(inner, argnums, args, "fwd", chunk_size, holomorphic, has_aux,
                            "hessian")
     hess.__name__ = f"hessian({getattr(fun, '__name__', 'f')})"
     return hess

@@ -193,3 +193,14 @@ def test_jvp_when_only_the_0d_operand_has_a_tangent():
         assert t.shape == (4,)
         np.testing.assert_allclose(t, fd, rtol=1e-6)
         np.testing.assert_allclose(ft.jacfwd(f)(w), ft.jacrev(f)(w), rtol=1e-12)
+
+
+def test_hessian_has_aux_returns_the_aux_and_does_not_differentiate_it():
+    f = lambda x: (fnp.sum(x ** 3), {"s": fnp.sum(x)})  # noqa: E731
+    x = np.array([1.0, 2.0])
+    H, aux = ft.hessian(f, has_aux=True)(x)
+    np.testing.assert_allclose(H, np.diag(6 * x))
+    assert float(aux["s"]) == 3.0
+    Hj, auxj = ft.jit(ft.hessian(f, has_aux=True))(x)
+    np.testing.assert_allclose(Hj, H)
+    assert float(auxj["s"]) == 3.0
