@@ -60,13 +60,12 @@ def pairs(dt, n_random=1500, seed=0):
     return a, b
 
 
-def triples(dt, n_random=1500, seed=1):
+def triples(dt, n_random=1500, n_special=2000, seed=1):
     """(a, b, c) for three-operand chains: special values in every position (a random sample
-    of the special triples) plus random operands, ordinary and wide."""
+    of ``n_special`` special triples) plus random operands, ordinary and wide."""
     s = specials(dt)
     rng = np.random.default_rng(seed)
-    k = 2000
-    idx = rng.integers(0, s.size, (3, k))
+    idx = rng.integers(0, s.size, (3, n_special))
     sp = [s[i] for i in idx]
     wide = [wide_random(rng, dt, n_random) for _ in range(3)]
     ordinary = [(rng.normal(size=n_random) * 10 ** rng.uniform(-3, 3, n_random)).astype(dt)
