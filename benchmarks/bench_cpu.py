@@ -15,6 +15,10 @@ Workloads (targets from issue #5, ratio to the hand-derived numpy gradient):
   rnn        grad through 200 steps of h = tanh(W@h + x_t), state 16         <= 0.21 warm,
                                                                              <= 2 s compile
   lse        grad of sum(logsumexp(X, axis=1)), X: 1000x1000                 <= 0.8
+  arith      exact arithmetic, 1e5 f64 (in cache): a degree-8 polynomial written
+             as 8 multiply-adds, and a division chain, forward only; no target:
+             the workload that FMA contraction and reciprocal divisions would speed
+             up, which kernels no longer do (numpy's IEEE results, issue 14)
   startup    fresh process -> first gradient (1e4 elements)                  <= 0.85 s (jit,
                                                                              warm disk cache),
                                                                              <= 0.3 s (interp.)
@@ -408,6 +412,36 @@ def bench_lse(n=1000):
 
 
 # --------------------------------------------------------------------------------------------
+# 5b. exact arithmetic (no contraction, true divisions)
+# --------------------------------------------------------------------------------------------
+
+def arith_np(x, s):
+    p = x * 0.1 + 0.2
+    for c in (0.3, -0.4, 0.5, -0.6, 0.7, -0.8, 0.9):
+        p = p * x + c
+    return p, (x / 3.0 + x / s) / (x + 7.0)
+
+
+def bench_arith(n=10**5):
+    x = np.random.default_rng(5).uniform(-1, 1, n)
+    s = np.asarray(1.7)
+    jitted = ft.jit(arith_np, eager=True)
+    t0 = time.perf_counter()
+    out = jitted(x, s)
+    compile_s = time.perf_counter() - t0
+    for g, w in zip(out, arith_np(x, s), strict=True):   # bit for bit, not a tolerance
+        if not np.array_equal(g, w):
+            raise AssertionError("arith: ft.jit differs from numpy")
+    fns = {"numpy (hand)": lambda: arith_np(x, s), "functrace jit": lambda: jitted(x, s)}
+    if jax is not None:
+        jj = jax.jit(arith_np)
+        jx, js = jnp.asarray(x), jnp.asarray(s)
+        fns["jax.jit"] = lambda: [a.block_until_ready() for a in jj(jx, js)]
+    report("arith (8 mul-adds + divisions) 1e5 f64", interleaved(fns),
+           note=f"compile {compile_s:.2f}s")
+
+
+# --------------------------------------------------------------------------------------------
 # 6. fresh process -> first gradient
 # --------------------------------------------------------------------------------------------
 
@@ -519,7 +553,8 @@ def main():
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     benches = {"chain": bench_chain, "mlp32": lambda: bench_mlp(np.float32),
                "mlp64": lambda: bench_mlp(np.float64), "hessian": bench_hessian,
-               "rnn": bench_rnn, "lse": bench_lse, "startup": bench_startup,
+               "rnn": bench_rnn, "lse": bench_lse, "arith": bench_arith,
+               "startup": bench_startup,
                "memory": bench_memory}
     only = [s for s in a.only.split(",") if s]
     for name, fn in benches.items():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import sys
 import warnings
 
@@ -875,3 +876,76 @@ def test_cuda_graphs_are_off_by_default_and_with_donation(monkeypatch):
     for _ in range(3):
         ex(np.ones(3))
     assert ar.captures == 0
+
+
+# --------------------------------------------------------------------------------------------
+# IEEE semantics (issue 14): the exact operations bit for bit against numpy, special values
+# included (tables in tests/ieee_cases.py, shared with tests/test_ieee.py). The simulator runs
+# the kernels' Python source with numpy scalars, so it checks the templates' semantics (signed
+# zeros, NaN rules, the libdevice product helpers) but cannot see an FMA: that NVVM contracts
+# nothing is what the libdevice.dmul_rn/fmul_rn products are for (the source test below), and
+# tests/test_gpu.py checks it on a GPU.
+# --------------------------------------------------------------------------------------------
+
+IEEE_DTYPES = ["float64", "float32"]
+
+
+def _ieee_compiled(fn, *args):
+    g = graph_of(lambda *xs: list(fn(*xs)), *[AVal(np.shape(a), np.asarray(a).dtype)
+                                              for a in args])
+    ex = Executable(g, eager=True, arrays=HostArrays(), config=SIM)
+    got = ex(*args)
+    assert not ex.compile_failures and ex.lower().kernels
+    return list(got), ex
+
+
+@pytest.mark.parametrize("dtype", IEEE_DTYPES)
+def test_ieee_exact_ops_and_chains_match_numpy_bit_for_bit(dtype):
+    from ieee_cases import BINARY, CHAINS, UNARY, check_all, pairs, triples
+    a, b = pairs(dtype, n_random=60)                  # 625 special pairs + 120 random
+    got, _ = _ieee_compiled(lambda a, b: [f(a, b) for f in BINARY.values()] +
+                            [f(a) for f in UNARY.values()], a, b)
+    fails = check_all(BINARY, got[:len(BINARY)], (a, b))
+    fails += check_all(UNARY, got[len(BINARY):], (a,))
+    x, y, z = triples(dtype, n_random=60, n_special=500)
+    got, _ = _ieee_compiled(lambda x, y, z: [f(x, y, z) for f in CHAINS.values()], x, y, z)
+    fails += check_all(CHAINS, got, (x, y, z))
+    assert not fails, "\n".join(fails)
+
+
+@pytest.mark.parametrize("dtype", IEEE_DTYPES)
+def test_ieee_exact_reductions_match_numpy_bit_for_bit(dtype):
+    """Sums of small dyadic values are exact in any order: bitwise equal, inf/NaN rows too."""
+    from ieee_cases import check_all
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(5)
+    a, b, c = ((rng.integers(-64, 65, (8, 40)) / 4).astype(dt) for _ in range(3))
+    a[1, 7], a[2, 9], a[2, 30], a[3, 5] = np.inf, np.inf, -np.inf, np.nan
+    fns = {"sum(a*b+c)": lambda a, b, c: fnp.sum(a * b + c, axis=1),
+           "sum(a*b-c*a), axis 0": lambda a, b, c: fnp.sum(a * b - c * a, axis=0),
+           "max(a*b)": lambda a, b, c: fnp.max(a * b, axis=1),
+           "min(a-c)": lambda a, b, c: fnp.min(a - c, axis=1)}
+    fails = []
+    for name, fn in fns.items():
+        got, _ = _ieee_compiled(lambda a, b, c: [fn(a, b, c)], a, b, c)
+        fails += check_all({name: fn}, got, (a, b, c))
+    assert not fails, "\n".join(fails)
+
+
+def test_ieee_issue14_multiply_add_and_the_product_source():
+    f = ft.jit(lambda a, b: a * 2.0 + b, backend="cuda", eager=True)
+    a, b = np.array([1e308, 1e308]), np.array([-np.inf, -1e308])
+    got = f(a, b)
+    assert np.isnan(got[0]) and got[1] == np.inf, got
+    # float products are libdevice's round-to-nearest multiply (never contracted into an
+    # FMA by NVVM or ptxas); integer products stay plain
+    for dt, fn in (("float64", "libdevice.dmul_rn("), ("float32", "libdevice.fmul_rn(")):
+        src = ft.jit(lambda a, b: a * b + b * b, backend="cuda").lower(
+            np.ones(4, dt), np.ones(4, dt)).source
+        assert "from numba.cuda import libdevice" in src
+        body = [ln for ln in src.splitlines() if re.match(r"\s+t\d+ = ", ln)]
+        assert sum(ln.count(fn) for ln in body) == 2 and not any(" * " in ln for ln in body), \
+            "\n".join(body)
+    src = ft.jit(lambda a, b: a * b + b, backend="cuda").lower(
+        np.ones(4, np.int64), np.ones(4, np.int64)).source
+    assert "libdevice.dmul_rn" not in src and "libdevice.fmul_rn" not in src

@@ -85,6 +85,34 @@ def test_chain_gradient_on_a_million_elements(dtype):
     _close(got, want, 2e-5 if dtype == "float32" else 1e-11)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_multiply_add_is_never_contracted_into_an_fma(dtype):
+    """Issue 14: NVVM contracts ``a * b + c`` into an FMA by default; the kernels' float
+    products are libdevice's ``mul.rn`` so results are numpy's bit for bit, and the PTX holds
+    no ``fma.rn``."""
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(100_000).astype(dtype) for _ in range(3))
+    big = np.finfo(dtype).max / 1.5
+    a[:2], b[:2], c[:2] = big, 2.0, [-np.inf, -big]       # numpy: [nan, inf]
+
+    def f(a, b, c):
+        return a * b + c, a * a - b * c
+
+    jf = ft.jit(f, backend="cuda", eager=True)
+    got = _host(jf(*map(cp.asarray, (a, b, c))))
+    with np.errstate(all="ignore"):
+        want = f(a, b, c)
+    u = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    for g, w in zip(got, want, strict=True):
+        same = (g.view(u) == w.view(u)) | (np.isnan(g) & np.isnan(w))
+        assert same.all(), (np.flatnonzero(~same)[:5], g[~same][:5], w[~same][:5])
+    ptx = []
+    for ks in numba_cuda.lower(jf.lower(a, b, c).graph).kernels.values():
+        asm = numba_cuda.load_module(ks.key, ks.source).kernel.inspect_asm()
+        ptx += list(asm.values()) if isinstance(asm, dict) else [asm]
+    assert ptx and not any("fma.rn" in p for p in ptx)
+
+
 def test_reductions_at_real_sizes_use_both_templates_and_segments():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((3, 2_000_000)).astype(np.float32)

@@ -12,7 +12,8 @@ import numpy as np
 
 __all__ = ["floordiv_f64", "floordiv_f32", "remainder_f64", "remainder_f32"]
 
-_JIT = dict(inline="always", error_model="numpy", fastmath={"contract", "nsz", "arcp"})
+#: no fastmath (as the kernels: inline="always" applies the caller's flags anyway)
+_JIT = dict(inline="always", error_model="numpy")
 
 
 def _make(dt):

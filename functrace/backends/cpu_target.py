@@ -109,13 +109,42 @@ def _rsqrt(args, params, in_dts, out_dt):
     return f"({_typed_one(out_dt)} / np.sqrt({args[0]}))"
 
 
+def _fmax(a: str, b: str) -> str:
+    # numpy.maximum on floats: a NaN in either operand is the result; on a tie (+0 and -0
+    # compare equal) the *second* operand, as in all of numpy's loops (numba's np.maximum
+    # returns the first)
+    return f"({a} if ({a} > {b}) | ({a} != {a}) else {b})"
+
+
+def _fmin(a: str, b: str) -> str:
+    return f"({a} if ({a} < {b}) | ({a} != {a}) else {b})"
+
+
+def _maxmin(fn, npname):
+    def f(args, params, in_dts, out_dt):
+        if np.dtype(in_dts[0]).kind == "f":
+            return fn(args[0], args[1])
+        return f"np.{npname}({args[0]}, {args[1]})"
+    return f
+
+
+def _clip(args, params, in_dts, out_dt):
+    # the reference's np.minimum(np.maximum(x, lo), hi), tie and NaN rules included
+    x, lo, hi = args
+    if np.dtype(in_dts[0]).kind == "f":
+        return _fmin(_fmax(x, lo), hi)
+    return f"np.minimum(np.maximum({x}, {lo}), {hi})"
+
+
 #: op name -> expression template for numba CPU kernels (numpy's semantics in every case:
-#: NaN propagation of maximum/minimum, float floor/ceil, numpy's remainder and power).
+#: NaN propagation and the signed-zero tie of maximum/minimum, float floor/ceil, numpy's
+#: remainder and power). Exact operations are plain IEEE operations: kernels carry no
+#: fast-math flag (``_JIT_FLAGS``), so nothing is contracted, reassociated or approximated.
 #: Ops not listed use the ``kernel`` field of their declaration.
 CPU_EXPRS: dict = {
     **{name: _vecmath(name) for name in VECMATH_OPS},
     "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-    "div": "({0} / {1})", "max": "np.maximum({0}, {1})", "min": "np.minimum({0}, {1})",
+    "div": "({0} / {1})", "max": _maxmin(_fmax, "maximum"), "min": _maxmin(_fmin, "minimum"),
     "floordiv": _float_helper("floordiv", "np.floor_divide"),
     "rem": _float_helper("remainder", "np.remainder"),
     "fmod": _fmod, "pow": "np.power({0}, {1})", "integer_pow": _ipow,
@@ -134,7 +163,7 @@ CPU_EXPRS: dict = {
     "and": logic_expr("&"), "or": logic_expr("|"), "xor": logic_expr("xor"),
     "not": logic_expr("not"),
     "select": "({1} if {0} else {2})",
-    "clip": "np.minimum(np.maximum({0}, {1}), {2})",
+    "clip": _clip,
     "convert_element_type": convert_expr, "stop_gradient": "{0}",
 }
 
@@ -183,9 +212,13 @@ def prefer_kernel(e) -> bool:
 # kernel module text
 # --------------------------------------------------------------------------------------------
 
-CODEGEN_VERSION = "5"
-_JIT_FLAGS = ('cache=True, error_model="numpy", boundscheck=False, nogil=True, '
-              'fastmath={"contract", "nsz", "arcp"}')
+CODEGEN_VERSION = "6"
+#: no ``fastmath``: each of its flags changes results against numpy (tests/test_ieee.py).
+#: ``contract`` fuses a*b+c into an FMA (``1e308*2.0 - inf`` gave -inf, numpy NaN), ``nsz``
+#: rewrites -(a-b) to b-a (+0.0 where numpy gives -0.0), ``arcp`` turns x/3 and x/s into
+#: x*(1/3), x*(1/s) (one ulp off in a third of the results). ``error_model="numpy"`` is what
+#: lets the loops vectorise (no division check); vecmath's polynomials use explicit FMAs.
+_JIT_FLAGS = 'cache=True, error_model="numpy", boundscheck=False, nogil=True'
 
 
 _vm_hash: str | None = None

@@ -12,7 +12,12 @@ backends.codegen only.
 
 Semantics follow the reference interpreter (numpy): NaN propagation of maximum/minimum and of
 max/min reductions, numpy's signed-zero rule for maximum/minimum, a stable logistic, numpy's
-``logaddexp``. Transcendental functions are libdevice's (``math.exp`` in a CUDA kernel is
+``logaddexp``. Exact arithmetic is numpy's bit for bit: NVVM contracts ``a * b + c`` into an
+FMA by default (its ``-fma=1``, which numba-cuda does not let a kernel turn off), so a float
+product is libdevice's ``dmul_rn``/``fmul_rn`` -- PTX ``mul.rn``, a multiply with an explicit
+rounding mode, which CUDA documents as never merged into a multiply-add; division and sqrt
+are IEEE (numba-cuda's defaults: ``prec_div``, ``prec_sqrt``, no ``ftz``, no fastmath).
+Transcendental functions are libdevice's (``math.exp`` in a CUDA kernel is
 ``__nv_exp``/``__nv_expf``, within 1-2 ulp); every constant carries the operand's dtype, so
 float32 kernels never compute in float64 by accident. Float sums and products accumulate in
 float64 (like the CPU kernels); max/min in the operand's dtype.
@@ -51,7 +56,7 @@ from .codegen import (
 __all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
            "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
 
-CODEGEN_VERSION = "4"
+CODEGEN_VERSION = "5"
 
 # --------------------------------------------------------------------------------------------
 # the expression table
@@ -99,7 +104,7 @@ def _ipow(args, params, in_dts, out_dt):
     if y == 1:
         return x
     if y == 2:
-        return f"({x} * {x})"
+        return _product(x, x, dt)
     if dt.kind in "iu":
         if 0 < y <= 8:       # wrapping products, like numpy's integer power
             return "(" + " * ".join([x] * y) + ")"
@@ -107,6 +112,20 @@ def _ipow(args, params, in_dts, out_dt):
     if y == -1:
         return f"({_c(1, dt)} / {x})"
     return f"math.pow({x}, {_c(y, dt)})"
+
+
+#: libdevice's round-to-nearest multiply per float dtype (``libdevice`` in a kernel module)
+_MUL_RN = {np.dtype(np.float64): "libdevice.dmul_rn", np.dtype(np.float32): "libdevice.fmul_rn"}
+
+
+def _product(a: str, b: str, dt) -> str:
+    """``a * b`` that no compiler contracts with a following add (floats: ``mul.rn``)."""
+    fn = _MUL_RN.get(np.dtype(dt))
+    return f"{fn}({a}, {b})" if fn else f"({a} * {b})"
+
+
+def _mul(args, params, in_dts, out_dt):
+    return _product(args[0], args[1], in_dts[0])
 
 
 def _exp2(args, params, in_dts, out_dt):
@@ -192,7 +211,7 @@ def _float_binop(sym):
 #: would silently make float32 kernels compute in float64).
 CUDA_EXPRS: dict = {
     **{name: _unary_math(fn) for name, fn in _LIBDEVICE.items()},
-    "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+    "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": _mul,
     "div": _float_binop("/"), "pow": _binary_math("pow"), "integer_pow": _ipow,
     "exp2": _float_only(_exp2), "rsqrt": _float_only(_rsqrt),
     "logistic": _float_only(_logistic), "logaddexp": _float_only(_logaddexp),

@@ -27,7 +27,7 @@ from ..errors import BackendError
 from .numpy_ref import run_impl_on_device
 
 __all__ = ["INSTALL_HINT", "simulator_enabled", "unavailable_reason", "check_available",
-           "HostArrays", "CupyArrays", "default_arrays", "SimMath"]
+           "HostArrays", "CupyArrays", "default_arrays", "SimMath", "SimLibdevice"]
 
 log = logging.getLogger("functrace")
 
@@ -519,6 +519,20 @@ def default_arrays():
                 check_available()
                 _default.append(CupyArrays())
     return _default[0]
+
+
+class SimLibdevice:
+    """The libdevice functions generated kernels call, for the CUDA simulator (numba's
+    ``libdevice`` stubs return None there): ``dmul_rn``/``fmul_rn`` are IEEE products rounded
+    to nearest, which is what numpy scalars compute (float32 stays float32)."""
+
+    @staticmethod
+    def dmul_rn(x, y):
+        return x * y
+
+    @staticmethod
+    def fmul_rn(x, y):
+        return x * y
 
 
 class SimMath:

@@ -66,6 +66,7 @@ from .cublaslt import gemm_shape_of
 from .cuda_device import (
     CupyArrays,
     HostArrays,
+    SimLibdevice,
     SimMath,
     check_available,
     default_arrays,
@@ -230,7 +231,8 @@ def contraction_layout(e, cfg: LaunchConfig) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 _HEAD = ("# functrace kernel (numba CUDA), codegen v{v}\n"
-         "import math\n\nimport numpy as np\nfrom numba import cuda\n\n\n")
+         "import math\n\nimport numpy as np\nfrom numba import cuda\n"
+         "from numba.cuda import libdevice\n\n\n")
 _DECORATOR = "@cuda.jit(cache=True)"
 
 
@@ -266,6 +268,7 @@ def load_module(key: str, source: str):
         mod = load_source_module("functrace_cuda_kernels", "ftc_", key, source)
         if simulator_enabled():
             mod.math = SimMath
+            mod.libdevice = SimLibdevice
         _modules[key] = mod
         return mod
 

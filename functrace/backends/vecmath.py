@@ -20,14 +20,20 @@ ternaries that LLVM turns into ``select``; a loop like::
             out[i] = vm.vexp(x[i])
 
 is vectorised by LLVM to 512-bit (zmm) packed code (``vfmadd...pd zmm``).
-Each function is ``@njit(inline="always", error_model="numpy",
-fastmath={"contract", "nsz", "arcp"})``.  Note that ``inline="always"``
-inlines at numba-IR level, so the *caller's* flags are what end up applying:
-generated loops should use ``JIT_OPTIONS`` (same flags).  Never use
-``fastmath=True`` (it drops inf/NaN semantics and the ``reassoc`` flag would
-break the error-free transformations used for accuracy); ``error_model=
-"python"`` in the caller adds a zero-check branch to every division, which can
-stop vectorisation of vtan/vlog/vlog1p/vtanh/vsigmoid.
+Each function is ``@njit(inline="always", error_model="numpy")`` with **no
+fast-math flags**.  ``inline="always"`` inlines at numba-IR level, so the
+*caller's* flags are what end up applying: generated loops use
+``JIT_OPTIONS`` (no flags either), because any flag reaches the caller's own
+arithmetic too -- ``contract`` fused the user's ``a * 2.0 + b`` into an FMA,
+``nsz`` and ``arcp`` changed signed zeros and divisions (issue 14,
+docs/numerics.md).  The fused multiply-adds these functions want are
+explicit instead (``_fma``: ``llvm.fma``, in polynomial steps and error
+terms), so their results and ulp bounds do not depend on the caller's flags,
+and no contraction leaks out of them.  ``fastmath=True`` would also drop
+inf/NaN semantics, and ``reassoc`` would break the error-free transformations
+used for accuracy; ``error_model="python"`` in the caller adds a zero-check
+branch to every division, which can stop vectorisation of
+vtan/vlog/vlog1p/vtanh/vsigmoid.
 
 Design
 ------
@@ -39,10 +45,11 @@ Design
   from exponent bits, split in two factors so that gradual underflow rounds
   once and overflow happens exactly where it should.
 * Polynomials are this module's own near-minimax fits (weighted least
-  squares + Lawson iterations in 50-digit mpmath), evaluated with Horner.
+  squares + Lawson iterations in 50-digit mpmath), evaluated with Horner,
+  one explicit FMA per step.
 * Special values (inf, NaN, 0, negative, subnormal) by clamps and selects;
   odd functions compute on ``|x|`` and copy the sign of ``x`` back with an
-  integer ``copysign``, so ``f(-0.0) == -0.0`` holds regardless of ``nsz``.
+  integer ``copysign``, so ``f(-0.0) == -0.0``.
 * sin/cos/tan: Cody-Waite reduction by pi/2 in four pieces with exact
   products and TwoSum, giving a double-double reduced argument, for
   ``|x| < 1e6``.  Larger |x|, inf and NaN go to libm through a call that is
@@ -114,17 +121,16 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = [
-    "VECMATH", "JIT_OPTIONS", "FASTMATH",
+    "VECMATH", "JIT_OPTIONS",
     "vexp", "vexpm1", "vexp2", "vlog", "vlog1p", "vlog2", "vlog10",
     "vsin", "vcos", "vtan", "vtanh", "vsigmoid", "verf", "VECMATH_F32", "vexp_f32", "vlog_f32",
     "vtanh_f32", "vsigmoid_f32",
 ]
 
-#: fast-math flags: keep inf/NaN/signed-zero *semantics* (no nnan/ninf/reassoc)
-FASTMATH = frozenset({"contract", "nsz", "arcp"})
-#: options for the njit loops that call these functions
-JIT_OPTIONS = {"error_model": "numpy", "fastmath": set(FASTMATH)}
-_JIT = dict(inline="always", error_model="numpy", fastmath=set(FASTMATH))
+#: options for the njit loops that call these functions: no fast-math flag at all (the
+#: generated kernels have none either), so the caller's arithmetic stays numpy's
+JIT_OPTIONS = {"error_model": "numpy"}
+_JIT = dict(inline="always", error_model="numpy")
 _njit = numba.njit(**_JIT)
 
 _h = float.fromhex
@@ -133,6 +139,22 @@ _h = float.fromhex
 # --------------------------------------------------------------------------
 # intrinsics
 # --------------------------------------------------------------------------
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """``a * b + c`` rounded once (``llvm.fma``; one ``vfmadd`` per vector). Used where a
+    function here *chooses* a fused multiply-add (polynomial steps, reduction error terms):
+    it is part of that function's definition, identical on every machine, and never leaks
+    into the caller's arithmetic, which no fast-math flag lets LLVM contract. (On an x86 CPU
+    without FMA3 -- before 2013 -- LLVM lowers it to a libm call: correct but slow.)"""
+    if not (a == b == c and a in (types.float64, types.float32)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ty = context.get_value_type(sig.return_type)
+        return builder.call(builder.module.declare_intrinsic("llvm.fma", [ty, ty, ty]), args)
+    return a(a, b, c), codegen
+
 
 @intrinsic
 def _f2i(typingctx, x):
@@ -491,8 +513,20 @@ def _pow2(k):
 
 @_njit
 def _exp_poly(r):
-    return _E0 + r * (_E1 + r * (_E2 + r * (_E3 + r * (_E4 + r * (
-        _E5 + r * (_E6 + r * (_E7 + r * _E8)))))))
+    p = _fma(r, _E8, _E7)
+    p = _fma(r, p, _E6)
+    p = _fma(r, p, _E5)
+    p = _fma(r, p, _E4)
+    p = _fma(r, p, _E3)
+    p = _fma(r, p, _E2)
+    p = _fma(r, p, _E1)
+    return _fma(r, p, _E0)
+
+
+@_njit
+def _exp_tail(r, c):
+    """c + r^2/2 + r^3*Q(r): the part of exp(r) - 1 - r after the leading terms."""
+    return _fma(r * r, _fma(r, _exp_poly(r), 0.5), c)
 
 
 # --------------------------------------------------------------------------
@@ -504,15 +538,15 @@ def _exp64(x):
     # clamp keeps k in range; NaN passes both comparisons unchanged
     x = 1100.0 if x > 1100.0 else x
     x = -1100.0 if x < -1100.0 else x
-    kd = x * _INVLN2 + _SHIFT
+    kd = _fma(x, _INVLN2, _SHIFT)
     k = _f2i(kd) - _SHIFT_BITS
     kd = kd - _SHIFT
-    a = x - kd * _LN2HI                     # exact
+    a = _fma(-kd, _LN2HI, x)                # exact (so the same as x - kd * _LN2HI)
     lo = kd * _LN2LO
     r = a - lo
     c = (a - r) - lo                        # rounding error of r
     hi = 1.0 + r
-    p = hi + (((1.0 - hi) + r) + (c + (r * r) * (0.5 + r * _exp_poly(r))))
+    p = hi + (((1.0 - hi) + r) + _exp_tail(r, c))
     k1 = k >> 1
     # two factors: exact overflow threshold, single rounding on underflow
     return (p * _pow2(k1)) * _pow2(k - k1)
@@ -526,9 +560,9 @@ def _exp2_64(x):
     k = _f2i(kd) - _SHIFT_BITS
     kd = kd - _SHIFT
     f = x - kd                              # exact, |f| <= 1/2
-    r = f * _LN2HI + f * _LN2LO
+    r = _fma(f, _LN2HI, f * _LN2LO)
     hi = 1.0 + r
-    p = hi + (((1.0 - hi) + r) + (r * r) * (0.5 + r * _exp_poly(r)))
+    p = hi + (((1.0 - hi) + r) + _exp_tail(r, 0.0))
     k1 = k >> 1
     return (p * _pow2(k1)) * _pow2(k - k1)
 
@@ -538,10 +572,10 @@ def _expm1_64(x):
     ax = abs(x)
     x = 710.0 if x > 710.0 else x
     x = -60.0 if x < -60.0 else x
-    kd = x * _INVLN2 + _SHIFT
+    kd = _fma(x, _INVLN2, _SHIFT)
     k = _f2i(kd) - _SHIFT_BITS
     kd = kd - _SHIFT
-    a = x - kd * _LN2HI                     # exact
+    a = _fma(-kd, _LN2HI, x)                # exact (so the same as x - kd * _LN2HI)
     lo = kd * _LN2LO
     r = a - lo
     c = (a - r) - lo                        # rounding error of r
@@ -551,7 +585,7 @@ def _expm1_64(x):
     b = t * r                               # exact
     u = a + b
     e = (a - u) + b                         # Fast2Sum: |a| >= |b| or a == 0
-    res = 2.0 * (u + (e + t * (c + (r * r) * (0.5 + r * _exp_poly(r)))))
+    res = 2.0 * (u + _fma(t, _exp_tail(r, c), e))
     res = x if ax < _EXPM1_TINY else res    # also keeps subnormals exact
     return _copysign(res, x)
 
@@ -573,10 +607,14 @@ def _log_kernel(x):
     f = m - 1.0                             # exact
     s = f / (2.0 + f)
     z = s * s
-    R = z * (_L0 + z * (_L1 + z * (_L2 + z * (_L3 + z * (_L4 + z * (
-        _L5 + z * _L6))))))
+    L = _fma(z, _L6, _L5)
+    L = _fma(z, L, _L4)
+    L = _fma(z, L, _L3)
+    L = _fma(z, L, _L2)
+    L = _fma(z, L, _L1)
+    L = _fma(z, L, _L0)
     hfsq = 0.5 * f * f
-    return k, f, hfsq, s * (hfsq + R)
+    return k, f, hfsq, s * _fma(z, L, hfsq)      # s * (hfsq + z * L(z))
 
 
 @_njit
@@ -591,7 +629,8 @@ def _log_special(res, x):
 def _log64(x):
     k, f, hfsq, t = _log_kernel(x)
     dk = float(k)
-    res = dk * _LN2HI - ((hfsq - (t + dk * _LN2LO)) - f)
+    # dk * _LN2HI is exact: the FMA rounds what dk * _LN2HI - (...) rounds
+    res = _fma(dk, _LN2HI, f - (hfsq - _fma(dk, _LN2LO, t)))
     return _log_special(res, x)
 
 
@@ -601,7 +640,7 @@ def _log2_64(x):
     # log1p(f) = f + (t - hfsq) as hi + lo, then scaled by 1/ln2
     hi = f - hfsq
     lo = ((f - hi) - hfsq) + t
-    res = float(k) + (hi * _INVLN2 + (lo * _INVLN2 + hi * _INVLN2LO))
+    res = float(k) + _fma(hi, _INVLN2, _fma(lo, _INVLN2, hi * _INVLN2LO))
     return _log_special(res, x)
 
 
@@ -611,7 +650,7 @@ def _log10_64(x):
     dk = float(k)
     hi = f - hfsq
     lo = ((f - hi) - hfsq) + t
-    res = dk * _LOG10_2HI + ((dk * _LOG10_2LO + lo * _INVLN10) + hi * _INVLN10)
+    res = _fma(dk, _LOG10_2HI, _fma(hi, _INVLN10, _fma(dk, _LOG10_2LO, lo * _INVLN10)))
     return _log_special(res, x)
 
 
@@ -623,7 +662,7 @@ def _log1p64(x):
     c = (1.0 - bp) + (x - (u - bp))
     k, f, hfsq, t = _log_kernel(u)
     dk = float(k)
-    res = dk * _LN2HI - ((hfsq - (t + (dk * _LN2LO + c / u))) - f)
+    res = _fma(dk, _LN2HI, f - (hfsq - (t + _fma(dk, _LN2LO, c / u))))
     res = _copysign(res, x)                 # log1p(-0.0) = -0.0
     res = res if x >= -1.0 else _NAN
     res = -_INF if x == -1.0 else res
@@ -639,10 +678,10 @@ def _log1p64(x):
 def _reduce_pio2(ax):
     """ax = k*pi/2 + (hi + lo) for 0 <= ax < _TRIG_LIMIT; returns (k, hi, lo)
     with |hi| <= pi/4 (+ulp) and the pair accurate to ~1e-40 absolute."""
-    kd = ax * _TWO_OVER_PI + _SHIFT
+    kd = _fma(ax, _TWO_OVER_PI, _SHIFT)
     k = _f2i(kd) - _SHIFT_BITS
     kd = kd - _SHIFT
-    a = ax - kd * _P1                       # exact (k*P1 exact, Sterbenz)
+    a = _fma(-kd, _P1, ax)                  # exact (k*P1 exact, Sterbenz)
     p2 = kd * _P2                           # exact
     b = a - p2
     bb = b - a
@@ -651,7 +690,7 @@ def _reduce_pio2(ax):
     c = b - p3
     cc = c - b
     e2 = (b - (c - cc)) - (p3 + cc)         # TwoSum error of b - p3
-    lo = (e1 + e2) - kd * _P3T
+    lo = _fma(-kd, _P3T, e1 + e2)
     hi = c + lo
     lo = lo - (hi - c)
     return k, hi, lo
@@ -660,18 +699,26 @@ def _reduce_pio2(ax):
 @_njit
 def _ksin(y, yl):
     z = y * y
-    r = _S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * _S5)))
+    r = _fma(z, _S5, _S4)
+    r = _fma(z, r, _S3)
+    r = _fma(z, r, _S2)
+    r = _fma(z, r, _S1)
     v = z * y
-    return y - ((z * (0.5 * yl - v * r) - yl) - v * _S0)
+    return y - (_fma(z, _fma(-v, r, 0.5 * yl), -yl) - v * _S0)
 
 
 @_njit
 def _kcos(y, yl):
     z = y * y
-    r = z * (z * (_C0 + z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * _C5))))))
+    r = _fma(z, _C5, _C4)
+    r = _fma(z, r, _C3)
+    r = _fma(z, r, _C2)
+    r = _fma(z, r, _C1)
+    r = _fma(z, r, _C0)
+    r = (z * z) * r
     hz = 0.5 * z
     w = 1.0 - hz
-    return w + (((1.0 - w) - hz) + (r - y * yl))
+    return w + (((1.0 - w) - hz) + _fma(-y, yl, r))
 
 
 @_njit
@@ -729,13 +776,16 @@ def _exp_neg_f32(y):
     """e**y for float32 y in [-87, 0], in float32 arithmetic: ``_exp_f32`` without the
     clamps, the second scale factor and one polynomial degree, for tanh, whose result damps
     the error of e (tanh with ``_exp_f32``: 43 us per 131K elements instead of 31-33)."""
-    kd = y * _INVLN2_F + _SHIFT_F
+    kd = _fma(y, _INVLN2_F, _SHIFT_F)
     scale = _pow2_f32(kd)
     kd = kd - _SHIFT_F
-    r = (y - kd * _LN2HI_F) - kd * _LN2LO_F
+    r = _fma(-kd, _LN2LO_F, _fma(-kd, _LN2HI_F, y))   # kd * _LN2HI_F is exact
     Q = _QF
-    q = Q[0] + r * (Q[1] + r * (Q[2] + r * (Q[3] + r * Q[4])))
-    return (_ONE_F + (r + (r * r) * q)) * scale
+    q = _fma(r, Q[4], Q[3])
+    q = _fma(r, q, Q[2])
+    q = _fma(r, q, Q[1])
+    q = _fma(r, q, Q[0])
+    return (_ONE_F + _fma(r * r, q, r)) * scale
 
 
 @_njit
@@ -744,13 +794,17 @@ def _exp_f32(x):
     underflow, NaN in -> NaN out."""
     x = _EXP_HI_F if x > _EXP_HI_F else x
     x = _EXP_LO_F if x < _EXP_LO_F else x
-    kd = x * _INVLN2_F + _SHIFT_F
+    kd = _fma(x, _INVLN2_F, _SHIFT_F)
     s = kd
     kd = kd - _SHIFT_F
-    r = (x - kd * _LN2HI_F) - kd * _LN2LO_F
+    r = _fma(-kd, _LN2LO_F, _fma(-kd, _LN2HI_F, x))   # kd * _LN2HI_F is exact
     Q = _QF5
-    q = Q[0] + r * (Q[1] + r * (Q[2] + r * (Q[3] + r * (Q[4] + r * Q[5]))))
-    return _scale_f32(_ONE_F + (r + (r * r) * q), s)
+    q = _fma(r, Q[5], Q[4])
+    q = _fma(r, q, Q[3])
+    q = _fma(r, q, Q[2])
+    q = _fma(r, q, Q[1])
+    q = _fma(r, q, Q[0])
+    return _scale_f32(_ONE_F + _fma(r * r, q, r), s)
 
 
 @_njit
@@ -765,9 +819,12 @@ def _log_f32(x):
     s = f / (_F32(2.0) + f)
     z = s * s
     L = _LF
-    R = z * (L[0] + z * (L[1] + z * (L[2] + z * L[3])))
+    R = _fma(z, L[3], L[2])
+    R = _fma(z, R, L[1])
+    R = _fma(z, R, L[0])
     hfsq = _F32(0.5) * f * f
-    r = (((s * (hfsq + R) + k * _LN2LO_LOG_F) - hfsq) + f) + k * _LN2HI_LOG_F
+    # k * _LN2HI_LOG_F is exact
+    r = _fma(k, _LN2HI_LOG_F, ((_fma(s, _fma(z, R, hfsq), k * _LN2LO_LOG_F)) - hfsq) + f)
     r = r if x < _INF_F else x                       # inf -> inf, NaN -> NaN
     r = -_INF_F if x == _F32(0.0) else r
     return _NAN_F if x < _F32(0.0) else r
@@ -786,9 +843,14 @@ def _tanh_f32(x):
     ax = _TANH_ONE_F if ax > _TANH_ONE_F else ax     # inf -> 1; NaN passes
     t = ax * ax
     P = _TPF
-    p = P[0] + t * (P[1] + t * (P[2] + t * (P[3] + t * (P[4] + t * (
-        P[5] + t * (P[6] + t * P[7]))))))
-    small = ax + ax * (t * p)
+    p = _fma(t, P[7], P[6])
+    p = _fma(t, p, P[5])
+    p = _fma(t, p, P[4])
+    p = _fma(t, p, P[3])
+    p = _fma(t, p, P[2])
+    p = _fma(t, p, P[1])
+    p = _fma(t, p, P[0])
+    small = _fma(ax, t * p, ax)
     e = _exp_neg_f32(-(ax + ax))
     big = _ONE_F - (e + e) / (_ONE_F + e)             # 2e/(1+e) <= 0.45: no cancellation
     return _copysign_f32(small if ax < _TANH_SMALL_F else big, x)
@@ -812,30 +874,38 @@ def _erf64(x):
     ax = 6.0 if ax > 6.0 else ax            # erf(6) == 1.0; inf -> 1
     z = ax * ax
     S = _ERF_S
-    ps = S[0] + z * (S[1] + z * (S[2] + z * (S[3] + z * (S[4] + z * (
-        S[5] + z * (S[6] + z * (S[7] + z * (S[8] + z * (S[9] + z * S[10])))))))))
-    small = ax + ax * ps
+    ps = _fma(z, S[10], S[9])
+    ps = _fma(z, ps, S[8])
+    ps = _fma(z, ps, S[7])
+    ps = _fma(z, ps, S[6])
+    ps = _fma(z, ps, S[5])
+    ps = _fma(z, ps, S[4])
+    ps = _fma(z, ps, S[3])
+    ps = _fma(z, ps, S[2])
+    ps = _fma(z, ps, S[1])
+    ps = _fma(z, ps, S[0])
+    small = _fma(ax, ps, ax)
     mid = ax < 1.25
     ta = ax < 2.625
     M, A, B = _ERF_MID, _ERF_TA, _ERF_TB
     u = ax - _sel3(1.0, 2.0, 4.25, mid, ta)
     p = _sel3(M[15], A[15], B[15], mid, ta)
-    p = _sel3(M[14], A[14], B[14], mid, ta) + u * p
-    p = _sel3(M[13], A[13], B[13], mid, ta) + u * p
-    p = _sel3(M[12], A[12], B[12], mid, ta) + u * p
-    p = _sel3(M[11], A[11], B[11], mid, ta) + u * p
-    p = _sel3(M[10], A[10], B[10], mid, ta) + u * p
-    p = _sel3(M[9], A[9], B[9], mid, ta) + u * p
-    p = _sel3(M[8], A[8], B[8], mid, ta) + u * p
-    p = _sel3(M[7], A[7], B[7], mid, ta) + u * p
-    p = _sel3(M[6], A[6], B[6], mid, ta) + u * p
-    p = _sel3(M[5], A[5], B[5], mid, ta) + u * p
-    p = _sel3(M[4], A[4], B[4], mid, ta) + u * p
-    p = _sel3(M[3], A[3], B[3], mid, ta) + u * p
-    p = _sel3(M[2], A[2], B[2], mid, ta) + u * p
-    p = _sel3(M[1], A[1], B[1], mid, ta) + u * p
-    p = _sel3(M[0], A[0], B[0], mid, ta) + u * p
-    big = p if mid else 1.0 - _exp64(-z) * p
+    p = _fma(u, p, _sel3(M[14], A[14], B[14], mid, ta))
+    p = _fma(u, p, _sel3(M[13], A[13], B[13], mid, ta))
+    p = _fma(u, p, _sel3(M[12], A[12], B[12], mid, ta))
+    p = _fma(u, p, _sel3(M[11], A[11], B[11], mid, ta))
+    p = _fma(u, p, _sel3(M[10], A[10], B[10], mid, ta))
+    p = _fma(u, p, _sel3(M[9], A[9], B[9], mid, ta))
+    p = _fma(u, p, _sel3(M[8], A[8], B[8], mid, ta))
+    p = _fma(u, p, _sel3(M[7], A[7], B[7], mid, ta))
+    p = _fma(u, p, _sel3(M[6], A[6], B[6], mid, ta))
+    p = _fma(u, p, _sel3(M[5], A[5], B[5], mid, ta))
+    p = _fma(u, p, _sel3(M[4], A[4], B[4], mid, ta))
+    p = _fma(u, p, _sel3(M[3], A[3], B[3], mid, ta))
+    p = _fma(u, p, _sel3(M[2], A[2], B[2], mid, ta))
+    p = _fma(u, p, _sel3(M[1], A[1], B[1], mid, ta))
+    p = _fma(u, p, _sel3(M[0], A[0], B[0], mid, ta))
+    big = p if mid else _fma(-_exp64(-z), p, 1.0)
     res = small if ax < 0.84375 else big
     return _copysign(res, x)
 
