@@ -122,6 +122,7 @@ import weakref  # noqa: E402, F401
 
 from . import ops as _ops  # noqa: E402
 from .backends import numpy_ref  # noqa: E402
+from .backends.malloc_tuning import tune_once  # noqa: E402
 from .tape import TapeTrace, TapeTracer, unwrap  # noqa: E402
 from .tracing import _current, eval_graph  # noqa: E402
 
@@ -169,6 +170,7 @@ def _run(graph, args):
 
 def _call_traced(trace, fun, in_tree, leaves):
     """``fun`` called on ``leaves`` (unflattened to ``in_tree``) with ``trace`` current."""
+    tune_once()     # numpy temporaries: keep glibc from mmap-ing and unmapping each one
     args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
     token = _current.set(trace)
     try:

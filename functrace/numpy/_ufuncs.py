@@ -27,23 +27,39 @@ __all__: list[str] = []
 
 
 def _make(name, uf, prim):
-    unary: dict = {}     # operand dtype -> (loop dtype, result dtype), for the fast path
+    # fast paths for the common calls: operand dtypes (and Python scalar types) -> (loop
+    # dtypes, result dtype), as numpy resolves them
+    fast: dict = {}
+
+    def types_of(key):
+        types = fast.get(key)
+        if types is None:
+            types = fast[key] = resolve_ufunc(uf, key)
+        return types
 
     def f(*args, **kwargs):
         if _current.get() is None:
             return uf(*args, **kwargs)
-        if len(args) == 1 and not kwargs and isinstance(args[0], Tracer):
-            # the common case, quickly: one traced operand, no keywords
-            x = args[0]
-            dt = x.dtype
-            types = unary.get(dt)
-            if types is None:
-                in_dts, out_dt = resolve_ufunc(uf, (dt,))
-                types = unary[dt] = (in_dts[0], out_dt)
-            if types[0] == dt:
-                out = prim(x)
-                return out if out.dtype == types[1] else ops.convert_element_type(out,
-                                                                                 types[1])
+        if not kwargs:
+            n = len(args)
+            if n == 1 and isinstance(args[0], Tracer):     # one traced operand
+                x = args[0]
+                dt = x.dtype
+                in_dts, out_dt = types_of((dt,))
+                if in_dts[0] == dt:
+                    out = prim(x)
+                    return out if out.dtype == out_dt else ops.convert_element_type(out,
+                                                                                   out_dt)
+            elif n == 2:
+                x, y = args
+                ty = type(y)
+                if isinstance(x, Tracer) and (ty is float or ty is int):   # x * 2.0
+                    dt = x.dtype
+                    in_dts, out_dt = types_of((dt, ty))
+                    if in_dts[0] == dt:
+                        out = prim(x, np.asarray(y, in_dts[1]))
+                        return out if out.dtype == out_dt else ops.convert_element_type(
+                            out, out_dt)
         dtype = kwargs.pop("dtype", None)
         if kwargs:
             raise TypeError(f"functrace.numpy.{name}: keyword(s) {sorted(kwargs)} are not "
