@@ -340,7 +340,15 @@ def _checkpoint_vjp(cts, ins, outs, *, graph, prevent_cse=True):
 
 
 def _checkpoint_jvp(primals, tangents, outs, *, graph, prevent_cse=True):
-    raise MissingRuleError("forward mode through ft.checkpoint arrives with ft.jvp")
+    # the tangent map of the sub-graph, itself a checkpoint: it recomputes what it needs
+    # from the primals instead of keeping the forward pass's intermediates
+    wrt = [i for i, t in enumerate(tangents)
+           if t is not None and _differentiable(graph.inputs[i].aval)]
+    joint = jvp_graph(graph, wrt)
+    from .passes.simplify import dce
+    tangent_graph = dce(Graph(joint.inputs, joint.eqns, joint.outputs[len(graph.outputs):]))
+    return tuple(bind(checkpoint_p, *primals, *[tangents[i] for i in wrt],
+                      graph=tangent_graph, prevent_cse=prevent_cse))
 
 
 checkpoint_p.vjp = _checkpoint_vjp

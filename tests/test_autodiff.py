@@ -332,3 +332,15 @@ def test_jit_cache_with_nan_constant_is_reused():
     assert len(calls) == 1     # a NaN in a captured constant does not force a re-trace
 
 
+
+
+def test_forward_mode_and_hessian_through_checkpoint():
+    # checkpoint had no jvp rule: hessian (forward over reverse) and jvp failed
+    f = lambda x: fnp.sum(ft.checkpoint(lambda y: fnp.sin(y) ** 3 * y)(x))  # noqa: E731
+    g = lambda x: fnp.sum(fnp.sin(x) ** 3 * x)  # noqa: E731
+    x = np.array([0.3, 1.0, 2.0])
+    np.testing.assert_allclose(ft.hessian(f)(x), ft.hessian(g)(x), rtol=1e-12)
+    np.testing.assert_allclose(ft.jvp(f, (x,), (np.ones(3),))[1],
+                               ft.jvp(g, (x,), (np.ones(3),))[1], rtol=1e-12)
+    np.testing.assert_allclose(ft.jit(ft.hessian(f))(x), ft.hessian(g)(x), rtol=1e-12)
+    check_grads(f, (x,), order=2, modes=("fwd", "rev"))
