@@ -355,6 +355,32 @@ def test_plan_buffers_reuses_dead_slots_and_never_pools_outputs():
     assert bp.donated_slot == {vs[1]: 0}
 
 
+def test_plan_buffers_keeps_a_base_alive_while_a_view_of_it_is_read():
+    # v0 (pooled) -> v1 = reshape(v0) -> v2 = transpose(v1), read by the last step: v0's
+    # slot must not hold the value written by step 3 while v2 (a view of it) is read there
+    vs = [Var(AVal((6,), "float64")) for _ in range(5)]
+    reads = [[], [vs[0]], [vs[1]], [vs[2]]]
+    writes = [[vs[0]], [vs[1]], [vs[2]], [vs[3]]]
+    pool = {vs[0], vs[3]}
+    alias = {vs[1]: [vs[0]], vs[2]: [vs[1]]}
+    bp = plan_buffers(reads, writes, [vs[4]], poolable=pool.__contains__,
+                      nbytes=lambda v: 48, aliases=alias)
+    assert bp.slot_of[vs[3]] != bp.slot_of[vs[0]]
+    # without the aliases the slot was reused (the bug the fuzzer found)
+    bp = plan_buffers(reads, writes, [vs[4]], poolable=pool.__contains__, nbytes=lambda v: 48)
+    assert bp.slot_of[vs[3]] == bp.slot_of[vs[0]]
+
+
+def test_compiled_gradient_through_reshape_and_transpose_views():
+    # issue 14: the pooled sin(u) was overwritten by cos(transpose(...)) while its reshaped
+    # view was still to be read (4 of 6 gradient entries were wrong)
+    f = lambda u: fnp.sum(fnp.sin(fnp.transpose(fnp.reshape(fnp.sin(u), (2, 3)))))  # noqa: E731
+    x = np.linspace(-1, 1, 6)
+    want = ft.grad(f)(x)
+    for _ in range(2):
+        np.testing.assert_allclose(ft.jit(ft.grad(f), eager=True)(x), want, rtol=1e-14)
+
+
 def test_pool_is_reused_and_outputs_stay_fresh():
     rng = np.random.default_rng(2)
     w = rng.normal(size=(30, 30))
