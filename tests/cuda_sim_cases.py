@@ -875,3 +875,42 @@ def test_cuda_graphs_are_off_by_default_and_with_donation(monkeypatch):
     for _ in range(3):
         ex(np.ones(3))
     assert ar.captures == 0
+
+
+# --------------------------------------------------------------------------------------------
+# the differential fuzzer (tests/test_fuzz.py, docs/testing.md) on the CUDA target
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("index", range(8))
+def test_fuzz_programs_under_cuda(index):
+    """Batches of 10 random programs: ``jit(backend="cuda")`` values and gradients against
+    the interpreter and numpy (the same checks as the CPU fuzzer; vmap needs no backend)."""
+    from fuzz_check import check_batch, triage
+    from fuzz_programs import fuzz_seed, random_batch
+    seed = fuzz_seed()
+    progs = random_batch(seed, 100_000 + index, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = check_batch(progs, backend="cuda", vmap=False)
+        reports = triage(progs, found, libm=False, backend="cuda")[0] if found else []
+    assert not reports, f"FUNCTRACE_FUZZ_SEED={seed}, batch {index}\n\n" + "\n\n".join(reports)
+
+
+def _regressions():
+    try:
+        from fuzz_regressions import REGRESSIONS
+    except ImportError:
+        return {}
+    return REGRESSIONS
+
+
+@pytest.mark.parametrize("name", sorted(_regressions()))
+def test_fuzz_regressions_under_cuda(name):
+    """Every program the fuzzer failed on (tests/fuzz_regressions.py), on the CUDA target
+    (which has no fastmath flags: the CPU's known mismatches must pass here)."""
+    from fuzz_check import check_batch
+    case = _regressions()[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = check_batch(case.programs, backend="cuda", vmap=False)
+    assert not found, case.note + "\n" + "\n".join(repr(m) for m in found)

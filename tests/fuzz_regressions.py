@@ -1,0 +1,95 @@
+"""Every program the differential fuzzer ever failed on (``tests/test_fuzz.py`` runs each
+entry on the CPU on every run, ``tests/cuda_sim_cases.py`` under the CUDA simulator;
+docs/testing.md).
+
+An entry is a batch of programs (usually one; several when a failure needs its neighbours)
+with a note on what went wrong and what fixed it. ``known`` marks a CPU mismatch that is
+understood and fixed elsewhere: that test is an expected failure with the reason until the fix
+arrives (then it passes and the entry stays as a plain regression). To add an entry, paste
+the shrunk literal a fuzz failure prints (``P(...)`` with ``S(...)`` steps); ``values=``
+gives hand-written inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fuzz_check import FASTMATH
+from fuzz_programs import P, S
+
+
+@dataclasses.dataclass(frozen=True)
+class Regression:
+    programs: tuple
+    note: str
+    known: str | None = None    # the reason of an expected failure on the CPU
+    libm: bool = False          # transcendental math as libm calls (as most fuzz batches)
+
+
+_VIEW_NOTE = ("passes.memory: a numpy view (reshape/transpose/slice/rev) of a pooled value "
+              "was read after the value's last direct use, when its slot already held "
+              "another value. Views now alias their base for liveness (view_bases).")
+
+REGRESSIONS: dict[str, Regression] = {
+    # the issue 14 repro: jit(grad) differed from grad at 4 of 6 entries
+    "planner_reshape_transpose_grad": Regression((
+        P('float64', ((6,),), (
+            S('sin', (0,), ()),
+            S('reshape', (1,), ((2, 3),)),
+            S('transpose', (2,), ((1, 0),)),
+            S('sin', (3,), ()),
+            S('reduce', (4,), ('sum', None, False)),
+        ), outputs=(5,), seed=1, special=0.0),
+    ), _VIEW_NOTE),
+    # values all 0: the minimum's kernel wrote into the product's slot it read through views
+    "planner_matmul_reshape_slice": Regression((
+        P('float32', ((3, 1, 4), (3, 1, 1), (2, 3, 1, 4)), (
+            S('matmul_const', (2,), ((-0.26292064785957336, -1.7720826864242554,
+                                      -0.09583289921283722, -0.5487870573997498), 0)),
+            S('reshape', (3,), ((3, 1, 1, 2),)),
+            S('slice', (4,), (((None, None, None), (None, None, -1), -1,
+                               (None, None, None)),)),
+            S('minimum', (4, 5), ()),
+        ), outputs=(6,), seed=1524653017, special=0.0),
+    ), _VIEW_NOTE, libm=True),
+    "planner_flip_moveaxis_matmul_grad": Regression((
+        P('float32', ((6, 1), (6, 3)), (
+            S('ipow', (1,), (-1,)),
+            S('flip', (2,), (1,)),
+            S('moveaxis', (3,), (0, 1)),
+            S('matmul', (4, 0), ()),
+        ), outputs=(5,), seed=1989386411, special=0.0),
+    ), _VIEW_NOTE, libm=True),
+    # found under the CUDA simulator (cupy views alias their base the same way)
+    "planner_cuda_slice_minimum": Regression((
+        P('float32', ((4,), (4,), (1,), (1, 4)), (
+            S('reduce', (1,), ('sum', (0,), True)),
+            S('where', (0, 2, 0, 1), ()),
+            S('slice', (5,), ((-2,),)),
+            S('minimum', (6, 3), ()),
+            S('reduce', (4,), ('sum', -1, False)),
+        ), outputs=(1, 7, 8), seed=225535137, special=0.0),
+    ), _VIEW_NOTE, libm=True),
+    "fusion_dead_group_cuda": Regression((
+        P('float64', ((),), (
+            S('where', (0, 0, 0, 0), ()),
+            S('reduce', (1,), ('min', None, True)),
+        ), outputs=(2,), seed=1075472406, special=0.0),
+    ), "passes.fusion: the CUDA target gave gt(x, x) a kernel, a later kernel recomputed it, "
+       "and the first kernel wrote nothing: its empty loop did not compile (numba fell back "
+       "to cupy). Groups that write nothing are dropped now."),
+    # fastmath: until the flags go (branch ieee)
+    "fastmath_arcp_x_over_x": Regression((
+        P('float64', ((6, 4), (6,), (4, 1)), (
+            S('broadcast_to', (2,), ((1, 4, 1),)),
+            S('divide', (3, 3), ()),
+        ), outputs=(4,), seed=1221477642, special=0.0),
+    ), "x / x is x * (1 / x) = 0.9999999999999999 with arcp", known=FASTMATH, libm=True),
+    "fastmath_contract_overflow": Regression((
+        P('float64', ((2,), (2,)), (
+            S('multiply_c', (0,), (2.0, 0)),
+            S('add', (2, 1), ()),
+        ), outputs=(3,), seed=0, special=0.0,
+          values=((1e308, 1e308), (-float("inf"), -1e308))),
+    ), "a * 2.0 + b as one FMA: [-inf, 1e308] where numpy gives [nan, inf]", known=FASTMATH),
+}

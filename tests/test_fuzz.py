@@ -1,0 +1,140 @@
+"""The differential fuzzer (docs/testing.md): random programs of 5-20 ops run compiled, on the
+reference interpreter and as plain numpy; their gradients compiled and not; vmap against a
+loop. Programs, checks and tolerances: ``tests/fuzz_programs.py``, ``tests/fuzz_check.py``.
+
+* ``test_fuzz_batch[i]``: the default run, ``FUNCTRACE_FUZZ_PROGRAMS`` (500) programs in
+  batches of 25. A batch is one jitted function (values and gradients of all its programs),
+  so its kernels compile together. Batch 0 compiles transcendental math with the vecmath
+  polynomials the executor really uses; the others with numba's libm calls (~10x cheaper to
+  compile, see ``fuzz_check.kernel_variant``). Kernels persist in pytest's cache directory
+  (``.pytest_cache``), so a rerun with the same seed compiles nothing.
+* ``test_fuzz_slow``: 20,000 programs (``-m slow``), kernels in a temporary directory.
+* ``test_fuzz_regression[name]``: every program the fuzzer ever failed on
+  (``tests/fuzz_regressions.py``), on every run.
+
+Seeds: ``FUNCTRACE_FUZZ_SEED`` (default 0; ``random`` picks one and prints it) seeds
+hypothesis; a failure message names the seed and prints the program (and a shrunk one) as a
+literal to paste into ``tests/fuzz_regressions.py``. Mismatches that disappear when the kernels
+are compiled without fastmath flags are known (``fuzz_check.FASTMATH``): the batch is marked
+xfail with the programs listed, unless something else fails too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import time
+
+import pytest
+from backend_checks import kernel_cache_dir
+from fuzz_check import FASTMATH, check_batch, kernel_variant, triage
+from fuzz_programs import fuzz_seed, programs, random_batch
+from fuzz_regressions import REGRESSIONS
+from hypothesis import HealthCheck, given, settings
+
+pytest.importorskip("numba")
+
+SEED = fuzz_seed()
+N_PROGRAMS = int(os.environ.get("FUNCTRACE_FUZZ_PROGRAMS", "500"))
+BATCH = 25
+N_BATCHES = -(-N_PROGRAMS // BATCH)
+SLOW_PROGRAMS = 20_000
+
+
+def _source_hash() -> str:
+    """Hash of the code kernels are generated from: a new one starts a new kernel cache."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "functrace")
+    h = hashlib.sha256()
+    for sub in ("backends", "passes", "ops"):
+        d = os.path.join(root, sub)
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".py"):
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def fuzz_cache(request, tmp_path_factory):
+    """The kernel cache of the default run: pytest's cache directory when there is one (one
+    subdirectory per version of the code generator, older ones removed), else a temporary
+    directory."""
+    cache = getattr(request.config, "cache", None)
+    if cache is None:
+        path = tmp_path_factory.mktemp("fuzz-kernels")
+    else:
+        parent = cache.mkdir("functrace-fuzz-kernels")
+        path = parent / _source_hash()
+        for old in parent.iterdir():
+            if old.is_dir() and old.name != path.name:
+                shutil.rmtree(old, ignore_errors=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+    with kernel_cache_dir(path) as d:
+        yield d
+
+
+def _run_batch(progs, libm: bool, where: str):
+    with kernel_variant(libm=libm):
+        found = check_batch(progs)
+    if not found:
+        return
+    reports, known = triage(progs, found, libm)
+    if reports:
+        pytest.fail(f"{where}: {len(reports)} program(s) failed\n"
+                    f"(reproduce: FUNCTRACE_FUZZ_SEED={SEED} FUNCTRACE_FUZZ_PROGRAMS="
+                    f"{N_PROGRAMS} python -m pytest 'tests/test_fuzz.py::{where}')\n\n"
+                    + "\n\n".join(reports), pytrace=False)
+    idx = sorted({m.index for m in known})
+    pytest.xfail(f"{FASTMATH}: programs {idx} of this batch")
+
+
+@pytest.mark.parametrize("index", range(N_BATCHES))
+def test_fuzz_batch(index, fuzz_cache):
+    print(f"functrace fuzz: FUNCTRACE_FUZZ_SEED={SEED}, batch {index} of {N_BATCHES}")
+    _run_batch(random_batch(SEED, index, BATCH), libm=index != 0,
+               where=f"test_fuzz_batch[{index}]")
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_fuzz_regression(name, fuzz_cache):
+    case = REGRESSIONS[name]
+    with kernel_variant(libm=case.libm):
+        found = check_batch(case.programs)
+    if found and case.known:
+        pytest.xfail(case.known)
+    assert not found, case.note + "\n" + "\n".join(repr(m) for m in found)
+
+
+@pytest.mark.slow
+def test_fuzz_slow(tmp_path):
+    """``SLOW_PROGRAMS`` programs (docs/testing.md gives the time it takes), kernels in a
+    temporary directory. Every 20th batch compiles with the vecmath polynomials."""
+    seed_ = SEED + 1_000_003
+    failures, known, t0 = [], 0, time.time()
+    with kernel_cache_dir(tmp_path / "kernels"):
+        for index in range(SLOW_PROGRAMS // BATCH):
+            progs = random_batch(seed_, index, BATCH)
+            libm = index % 20 != 0
+            with kernel_variant(libm=libm):
+                found = check_batch(progs)
+            if found:
+                reports, kn = triage(progs, found, libm)
+                failures.extend(f"batch {index}: {r}" for r in reports)
+                known += len(kn)
+            if index % 40 == 39:
+                print(f"fuzz slow: {(index + 1) * BATCH} programs, {len(failures)} failures, "
+                      f"{known} known, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    assert not failures, f"FUNCTRACE_FUZZ_SEED={SEED} (slow run seed {seed_})\n\n" + \
+        "\n\n".join(failures)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_fuzz_uncompiled_checks_shrink_with_hypothesis(prog):
+    """The checks that need no compiler (interpreter vs numpy, vmap vs a loop) on programs
+    drawn by hypothesis, so a failure is shrunk to a minimal program."""
+    found = check_batch([prog], compiled=False)
+    assert not found, "\n".join(repr(m) for m in found)
