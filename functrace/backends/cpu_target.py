@@ -115,7 +115,9 @@ def _rsqrt(args, params, in_dts, out_dt):
 CPU_EXPRS: dict = {
     **{name: _vecmath(name) for name in VECMATH_OPS},
     "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-    "div": "({0} / {1})", "max": "np.maximum({0}, {1})", "min": "np.minimum({0}, {1})",
+    # numba's np.maximum/np.minimum return their first operand on ties (+-0), numpy's ufuncs
+    # the second: operands swapped. numba's clip (first operand on ties) is numpy.clip's.
+    "div": "({0} / {1})", "max": "np.maximum({1}, {0})", "min": "np.minimum({1}, {0})",
     "floordiv": _float_helper("floordiv", "np.floor_divide"),
     "rem": _float_helper("remainder", "np.remainder"),
     "fmod": _fmod, "pow": "np.power({0}, {1})", "integer_pow": _ipow,
