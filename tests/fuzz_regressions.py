@@ -98,6 +98,15 @@ REGRESSIONS: dict[str, Regression] = {
         ), outputs=(1,), seed=1112214147, special=0.5),
     ), "ops.clip: the impl gave the bound where x equals it (clip(-0.0, 0.0, 1.0) was +0.0); "
        "numpy.clip keeps x."),
+    "heaviside_of_nan": Regression((
+        P('float32', ((4,), (4,)), (
+            S('heaviside', (0, 1), ()),
+            S('arcsin', (0,), ()),
+            S('heaviside', (3, 1), ()),
+        ), outputs=(2, 4), seed=741317218, special=0.0,
+          values=((float("nan"), 0.0, -1.0, 2.0), (0.5, float("nan"), 0.5, 0.5))),
+    ), "functrace.numpy: heaviside(nan, h0) gave h0 (numpy: nan); found as "
+       "heaviside(arcsin(x) @ y, h0) with arguments out of arcsin's domain"),
     # fastmath: until the flags go (branch ieee)
     "fastmath_arcp_x_over_x": Regression((
         P('float64', ((6, 4), (6,), (4, 1)), (
