@@ -201,9 +201,10 @@ OPS: dict = {
 
 UNARY = ["negative", "abs", "exp", "log", "sin", "cos", "tanh", "sqrt", "square", "expm1",
          "log1p", "arctan", "tan", "sinh", "cosh", "arcsinh", "exp2", "log2", "log10",
-         "reciprocal", "floor", "sign", "cbrt", "rint"]
+         "reciprocal", "floor", "sign", "cbrt", "rint", "arcsin", "arccos", "arctanh",
+         "arccosh", "ceil", "trunc", "fabs", "deg2rad"]
 BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "arctan2",
-          "hypot", "logaddexp"]
+          "hypot", "logaddexp", "copysign", "fmod", "floor_divide", "remainder", "heaviside"]
 REDUCE = ["sum", "max", "min", "mean", "prod"]
 for _n in UNARY:
     OPS[_n] = _unary(_n)
@@ -257,7 +258,7 @@ def make_args(prog: Prog, kind: str, batch: int | None = None) -> list[np.ndarra
 
 
 # --------------------------------------------------------------------------------------------
-# the hypothesis strategy
+# generation: the same code draws from a random.Random or through hypothesis
 # --------------------------------------------------------------------------------------------
 
 def _size(shape) -> int:
