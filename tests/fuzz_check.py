@@ -157,10 +157,13 @@ def _perturb(out, b, rng, k, zero_sign_varies=False):
     r = rng.choice([-1.0, 1.0], o.shape) * rng.uniform(0.5, 1.0, o.shape)
     with np.errstate(all="ignore"):
         moved = (o.astype(np.float64) + r * np.where(np.isfinite(b), b, 0.0)).astype(o.dtype)
-    # an infinite bound: the result depends on the order of operations (an overflowing sum):
-    # force a different class so the element counts as ill-conditioned
-    flip = np.where(np.isnan(o), 0.0, np.nan) if k % 2 else np.where(np.isnan(o), 1.0, np.inf)
-    return np.where(np.isinf(b), flip.astype(o.dtype), moved)
+    # an infinite bound: the result depends on the order or the precision of the operations
+    # (an overflowing sum or product): the runs take other values (nan, inf, 0, -inf; 1.0
+    # where that is the result's own class), so the element and what follows from it count
+    # as ill-conditioned whatever the other result is
+    alt = np.asarray([np.nan, np.inf, 0.0, -np.inf][(k - 1) % 4], dtype=o.dtype)
+    alt = np.where(value_class(alt) == value_class(o), np.ones((), o.dtype), alt)
+    return np.where(np.isinf(b), alt.astype(o.dtype), moved)
 
 
 def tolerances(graph, args, runs: int = 4, safety: float = 4.0, seed: int = 0):
@@ -189,6 +192,9 @@ def tolerances(graph, args, runs: int = 4, safety: float = 4.0, seed: int = 0):
                            for r, b in zip(res, bound)]
                     if k % 2 and not e.op.multiple_results:
                         res = [_undetermined(e.op.name, ins, res[0], k, e.params)]
+                        if e.op.name in DISCRETE:
+                            ins0 = [val(envs[0], a) for a in e.inputs]
+                            res = [_decided_by_chaos(e.op.name, ins, ins0, res[0], k)]
                 for o, r in zip(e.outputs, res):
                     env[o] = r
     outs, tols, bad = [], [], []
@@ -254,6 +260,36 @@ def _undetermined(name, ins, out, k, e_params=None):
         sqrt_ = np.where(np.isneginf(x), np.nan, np.where(x == 0, x, o))
         return np.where(odd, pow_ if first else sqrt_, o).astype(o.dtype)
     return out
+
+
+#: ops with discrete results: a chaotic operand makes them take any of their values
+DISCRETE = {"gt", "lt", "ge", "le", "eq", "ne", "floor", "ceil", "round", "trunc", "sign"}
+
+
+def _decided_by_chaos(name, ins, ins0, out, k):
+    """A comparison or rounding whose operand moved by more than ``CHAOTIC`` of its size (or
+    changed class) in this run decides at random: run 1 takes one answer, run 3 another, so
+    a ``where`` or ``floor`` downstream of an ill-conditioned value is ill-conditioned too
+    (without this, a few runs keep the same branch by chance)."""
+    o = np.asarray(out)
+    chaos = np.zeros(o.shape, bool)
+    with np.errstate(all="ignore"):
+        for a, a0 in zip(ins, ins0):
+            a, a0 = np.asarray(a), np.asarray(a0)
+            if a.dtype.kind != "f":
+                continue
+            d = np.abs(a.astype(np.float64) - a0.astype(np.float64))
+            scale = np.maximum(np.abs(a), np.abs(a0)).astype(np.float64)
+            ca, c0 = value_class(a), value_class(a0)
+            ca[ca == 2], c0[c0 == 2] = 1, 1          # comparisons do not see zero signs
+            moved = (d > CHAOTIC * scale) | (ca != c0)
+            chaos |= np.broadcast_to(moved, o.shape)
+    if not chaos.any():
+        return out
+    first = k % 4 == 1
+    if o.dtype == bool:
+        return np.where(chaos, first, o)
+    return np.where(chaos, o + (1 if first else -1), o).astype(o.dtype)
 
 
 def value_class(x):

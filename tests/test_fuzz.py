@@ -22,13 +22,15 @@ xfail with the programs listed, unless something else fails too.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 
 import pytest
-from backend_checks import kernel_cache_dir
+from backend_checks import ROOT, kernel_cache_dir
 from fuzz_check import FASTMATH, check_batch, kernel_variant, triage
 from fuzz_programs import fuzz_seed, programs, random_batch
 from fuzz_regressions import REGRESSIONS
@@ -40,7 +42,7 @@ SEED = fuzz_seed()
 N_PROGRAMS = int(os.environ.get("FUNCTRACE_FUZZ_PROGRAMS", "500"))
 BATCH = 25
 N_BATCHES = -(-N_PROGRAMS // BATCH)
-SLOW_PROGRAMS = 20_000
+SLOW_PROGRAMS = int(os.environ.get("FUNCTRACE_FUZZ_SLOW_PROGRAMS", "20000"))
 
 
 def _source_hash() -> str:
@@ -108,25 +110,51 @@ def test_fuzz_regression(name, fuzz_cache):
     assert not found, case.note + "\n" + "\n".join(repr(m) for m in found)
 
 
+#: batches per subprocess of the slow run: numba keeps every kernel it compiled for the life
+#: of the process (~80 MB per batch here), so the run is split into processes
+SLOW_CHUNK = 20
+_SLOW_SCRIPT = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, "tests")
+from fuzz_check import check_batch, kernel_variant, triage
+from fuzz_programs import random_batch
+seed, start, stop, size = map(int, sys.argv[1:5])
+for index in range(start, stop):
+    progs = random_batch(seed, index, size)
+    libm = index % 20 != 0          # every 20th batch compiles the vecmath polynomials
+    with kernel_variant(libm=libm):
+        found = check_batch(progs)
+    reports, known = triage(progs, found, libm) if found else ([], [])
+    print(json.dumps({"index": index, "reports": reports, "known": len(known)}), flush=True)
+"""
+
+
 @pytest.mark.slow
 def test_fuzz_slow(tmp_path):
-    """``SLOW_PROGRAMS`` programs (docs/testing.md gives the time it takes), kernels in a
-    temporary directory. Every 20th batch compiles with the vecmath polynomials."""
+    """``SLOW_PROGRAMS`` programs (docs/testing.md gives the time it takes), in subprocesses
+    of ``SLOW_CHUNK`` batches, kernels in a temporary directory."""
     seed_ = SEED + 1_000_003
+    n = SLOW_PROGRAMS // BATCH
+    env = dict(os.environ, FUNCTRACE_CACHE_DIR=str(tmp_path / "kernels"),
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     failures, known, t0 = [], 0, time.time()
-    with kernel_cache_dir(tmp_path / "kernels"):
-        for index in range(SLOW_PROGRAMS // BATCH):
-            progs = random_batch(seed_, index, BATCH)
-            libm = index % 20 != 0
-            with kernel_variant(libm=libm):
-                found = check_batch(progs)
-            if found:
-                reports, kn = triage(progs, found, libm)
-                failures.extend(f"batch {index}: {r}" for r in reports)
-                known += len(kn)
-            if index % 40 == 39:
-                print(f"fuzz slow: {(index + 1) * BATCH} programs, {len(failures)} failures, "
-                      f"{known} known, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    for start in range(0, n, SLOW_CHUNK):
+        stop = min(n, start + SLOW_CHUNK)
+        out = subprocess.run([sys.executable, "-c", _SLOW_SCRIPT, str(seed_), str(start),
+                              str(stop), str(BATCH)], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=6 * 3600)
+        done = set()
+        for line in out.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                done.add(r["index"])
+                failures.extend(f"batch {r['index']}: {x}" for x in r["reports"])
+                known += r["known"]
+        if out.returncode != 0 or len(done) != stop - start:
+            failures.append(f"batches {start}..{stop - 1} crashed:\n{out.stderr[-3000:]}")
+        print(f"fuzz slow: {stop * BATCH} programs, {len(failures)} failures, {known} known, "
+              f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     assert not failures, f"FUNCTRACE_FUZZ_SEED={SEED} (slow run seed {seed_})\n\n" + \
         "\n\n".join(failures)
 
