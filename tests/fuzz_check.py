@@ -110,6 +110,8 @@ def _bound(e, ins, out):
             absins = [_finite_abs(v) if np.asarray(v).dtype.kind in "fc" else v for v in ins]
             mag = np.asarray(e.op.impl(*absins, **e.params), dtype=np.float64)
             b = (n + 2) * eps * mag
+            if name == "dot_general":       # each product may underflow: half a subnormal
+                b = b + n * float(np.finfo(o.dtype).smallest_subnormal)
             return np.where(np.isfinite(b), b, np.inf)
         if name in PRODUCTS:
             b = np.where(np.isfinite(o), (n + 2) * eps * np.abs(o).astype(np.float64), 0.0)
@@ -157,6 +159,7 @@ def _perturb(out, b, rng, k, zero_sign_varies=False):
     r = rng.choice([-1.0, 1.0], o.shape) * rng.uniform(0.5, 1.0, o.shape)
     with np.errstate(all="ignore"):
         moved = (o.astype(np.float64) + r * np.where(np.isfinite(b), b, 0.0)).astype(o.dtype)
+    moved = np.where(b == 0, o, moved)          # no bound: exact (-0.0 + 0.0 would be +0.0)
     # an infinite bound: the result depends on the order or the precision of the operations
     # (an overflowing sum or product): the runs take other values (nan, inf, 0, -inf; 1.0
     # where that is the result's own class), so the element and what follows from it count

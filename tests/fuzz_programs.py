@@ -217,10 +217,13 @@ def run_program(prog: Prog, xp, args: Sequence, all_values: bool = False):
     """Evaluate ``prog`` with namespace ``xp`` (numpy, or functrace.numpy under a transform).
     Returns the list of outputs (every value with ``all_values``)."""
     dt = np.dtype(prog.dtype)
-    vals = list(args)
+    # with numpy, every value stays an array: numpy's scalar arithmetic is not its ufuncs'
+    # (np.float32(-2.9743292) ** 2 is 8.846635, np.square gives 8.846634)
+    wrap = np.asarray if xp is np else (lambda v: v)
+    vals = [wrap(a) for a in args]
     with np.errstate(all="ignore"):
         for s in prog.steps:
-            vals.append(OPS[s.op](xp, dt, *[vals[a] for a in s.args], *s.params))
+            vals.append(wrap(OPS[s.op](xp, dt, *[vals[a] for a in s.args], *s.params)))
     if all_values:
         return vals
     return [vals[o] for o in prog.outputs]
