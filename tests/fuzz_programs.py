@@ -384,11 +384,15 @@ def _draw_step(draw, shapes, dt, rng):
         if draw.bool():
             c = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, False)
             b = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, False)
+            if b is None or c is None:
+                return None
             out = _compatible(_compatible(sa, shapes[c]), shapes[b])
             if out is None:
                 return None
             return Step("where", (a, c, a, b)), out
         b = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, False)
+        if b is None:
+            return None
         out = _compatible(sa, shapes[b])
         return Step("where_const", (a, a, b), (draw.pick([0.0, 0.5, -1.0]),)), out
     if kind == "reduce":
@@ -441,6 +445,8 @@ def _draw_step(draw, shapes, dt, rng):
             return Step("einsum", (a, a), (pattern,)), (m,)
         if pattern == "ij,kj->ik":
             b = _pick_value(draw, shapes, lambda s: len(s) == 2 and s[1] == n, False)
+            if m * shapes[b][0] > MAX_SIZE:
+                return None
             return Step("einsum", (a, b), (pattern,)), (m, shapes[b][0])
         b = _pick_value(draw, shapes, lambda s: len(s) == 2 and s[0] == n, False)
         if b is None or m * shapes[b][1] > MAX_SIZE:
@@ -465,6 +471,8 @@ def _draw_step(draw, shapes, dt, rng):
         ax = draw.int(0, len(sa) - 1)
         b = _pick_value(draw, shapes, lambda s: len(s) == len(sa) and all(
             d == e for i, (d, e) in enumerate(zip(s, sa)) if i != ax), False)
+        if b is None:
+            return None
         out = sa[:ax] + (sa[ax] + shapes[b][ax],) + sa[ax + 1:]
         if _size(out) > MAX_SIZE:
             return None

@@ -1,6 +1,7 @@
 """Liveness and buffer planning over an ordered list of steps (side tables only).
 
-Owns ``last_uses`` and ``plan_buffers``. The input is abstract: per step, the Vars it reads and
+Owns ``last_uses``, ``plan_buffers`` and the side tables they take (``step_io``, ``view_bases``,
+``escaping_values``). The input is abstract: per step, the Vars it reads and
 the Vars it writes, plus which written Vars may live in planned storage. The output says, for
 every such Var, which storage slot holds it; slots are reused once their previous value is
 dead (the nnvm ``plan_memory`` idea: best fit among free slots, never growing a slot by more
