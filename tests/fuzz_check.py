@@ -111,7 +111,15 @@ def _bound(e, ins, out):
             mag = np.asarray(e.op.impl(*absins, **e.params), dtype=np.float64)
             b = (n + 2) * eps * mag
             if name == "dot_general":       # each product may underflow: half a subnormal
-                b = b + n * float(np.finfo(o.dtype).smallest_subnormal)
+                b = b + np.where(mag > 0, n * float(np.finfo(o.dtype).smallest_subnormal), 0)
+                # BLAS may skip a zero factor (reference gemm does), so inf * 0 need not be
+                # NaN: a contraction with a non-finite factor is not compared
+                x, y = (np.asarray(v) for v in ins)
+                nx = (~np.isfinite(x)).astype(np.float64)
+                ny = (~np.isfinite(y)).astype(np.float64)
+                touched = (np.asarray(e.op.impl(nx, np.ones_like(ny), **e.params)) +
+                           np.asarray(e.op.impl(np.ones_like(nx), ny, **e.params))) > 0
+                b = np.where(touched, np.inf, b)
             return np.where(np.isfinite(b), b, np.inf)
         if name in PRODUCTS:
             b = np.where(np.isfinite(o), (n + 2) * eps * np.abs(o).astype(np.float64), 0.0)
@@ -150,6 +158,9 @@ def _product_may_leave_range(e, x, o):
     return np.broadcast_to(risky, np.shape(o))
 
 
+_ALTERNATIVES = [np.nan, np.inf, -np.nan, 0.0, -np.inf, 1.0]
+
+
 def _perturb(out, b, rng, k, zero_sign_varies=False):
     o = np.asarray(out)
     if zero_sign_varies and k % 2:      # +0.0 in run 1, -0.0 in run 3 (never a double flip)
@@ -161,15 +172,16 @@ def _perturb(out, b, rng, k, zero_sign_varies=False):
         moved = (o.astype(np.float64) + r * np.where(np.isfinite(b), b, 0.0)).astype(o.dtype)
     moved = np.where(b == 0, o, moved)          # no bound: exact (-0.0 + 0.0 would be +0.0)
     # an infinite bound: the result depends on the order or the precision of the operations
-    # (an overflowing sum or product): the runs take other values (nan, inf, 0, -inf; 1.0
-    # where that is the result's own class), so the element and what follows from it count
-    # as ill-conditioned whatever the other result is
-    alt = np.asarray([np.nan, np.inf, 0.0, -np.inf][(k - 1) % 4], dtype=o.dtype)
-    alt = np.where(value_class(alt) == value_class(o), np.ones((), o.dtype), alt)
+    # (an overflowing sum or product, a BLAS product with inf): the runs take other values
+    # (NaN of either sign, +-inf, 0; 1.0 where that is the result's own class), so the
+    # element and what follows from it count as ill-conditioned whatever the other result is
+    alt = np.asarray(_ALTERNATIVES[(k - 1) % len(_ALTERNATIVES)], dtype=o.dtype)
+    same = (value_class(alt) == value_class(o)) & ~np.isnan(alt)    # NaNs: both signs
+    alt = np.where(same, np.ones((), o.dtype), alt)
     return np.where(np.isinf(b), alt.astype(o.dtype), moved)
 
 
-def tolerances(graph, args, runs: int = 4, safety: float = 4.0, seed: int = 0):
+def tolerances(graph, args, runs: int = 6, safety: float = 4.0, seed: int = 0):
     """Run ``graph`` on the interpreter's impls, unperturbed and ``runs`` times with every
     inexact op's result moved by its bound. Returns (outputs, tolerance per output,
     ill-conditioned mask per output)."""
@@ -194,9 +206,9 @@ def tolerances(graph, args, runs: int = 4, safety: float = 4.0, seed: int = 0):
                     res = [r if b is None else _perturb(r, b, rng, k, zs)
                            for r, b in zip(res, bound)]
                     if k % 2 and not e.op.multiple_results:
-                        res = [_undetermined(e.op.name, ins, res[0], k, e.params)]
+                        ins0 = [val(envs[0], a) for a in e.inputs]
+                        res = [_undetermined(e.op.name, ins, ins0, res[0], k, e.params)]
                         if e.op.name in DISCRETE:
-                            ins0 = [val(envs[0], a) for a in e.inputs]
                             res = [_decided_by_chaos(e.op.name, ins, ins0, res[0], k)]
                 for o, r in zip(e.outputs, res):
                     env[o] = r
@@ -235,7 +247,7 @@ def _multi_bound(r):
     return np.where(np.isfinite(o), 64 * eps * np.maximum(1.0, np.abs(o)), np.inf)
 
 
-def _undetermined(name, ins, out, k, e_params=None):
+def _undetermined(name, ins, ins0, out, k, e_params=None):
     """``out`` with the elements numpy itself leaves open changed to another class (in the
     odd perturbed runs), so they count as ill-conditioned: the sign of a NaN (IEEE leaves it
     unspecified, and numpy's reciprocal and power give different ones) as read by
@@ -245,10 +257,12 @@ def _undetermined(name, ins, out, k, e_params=None):
     Answers are set, not flipped, so two such ops in a row cannot undo each other."""
     o = np.asarray(out)
     first = k % 4 == 1                  # run 1 takes one answer, run 3 the other
-    if name == "copysign" and o.dtype.kind == "f":
-        return np.where(np.isnan(np.asarray(ins[1])), np.abs(o) if first else -np.abs(o), o)
-    if name == "signbit":
-        return np.where(np.isnan(np.asarray(ins[0])), not first, o)
+    if name in ("copysign", "signbit"):      # NaN here or in the reference run
+        src = 1 if name == "copysign" else 0
+        nan = np.isnan(np.asarray(ins[src])) | np.isnan(np.asarray(ins0[src]))
+        if name == "signbit":
+            return np.where(nan, not first, o)
+        return np.where(nan, np.abs(o) if first else -np.abs(o), o)
     if name in ("reduce_max", "reduce_min") and o.dtype.kind == "f":
         # a tie of +0.0 and -0.0: which one wins depends on the order of the comparisons
         x, axes = np.asarray(ins[0]), tuple(e_params["axes"])

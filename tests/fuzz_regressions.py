@@ -214,6 +214,34 @@ REGRESSIONS: dict[str, Regression] = {
             S('where_const', (10, 10, 4), (0.5,)),
         ), outputs=(6, 20), seed=198014611, special=0.25),
     ), 'fuzz model: tan(sinh) of a huge float32 einsum: ulp-sized changes move it anywhere; such elements are not compared', libm=True),
+    "tolerance_blas_inf_times_zero": Regression((
+        P('float32', ((4, 6), (), (4, 6)), (
+            S('pad', (0,), (((0, 0), (0, 1)), 1.0)),
+            S('matmul_self_t', (2,), (1,)),
+            S('gather', (2,), ((-1,), 0)),
+            S('fabs', (4,), ()),
+            S('einsum', (6, 4), ('ij,jk->ik',)),
+            S('multiply', (7, 6), ()),
+            S('ravel', (8,), ()),
+            S('clip', (8,), (0.0, 1.0)),
+            S('gather', (9,), ((16, 22, 34, 31), 0)),
+            S('add', (0, 0), ()),
+            S('reduce', (8,), ('max', None, False)),
+            S('ipow', (10,), (3,)),
+            S('reduce', (1,), ('prod', None, True)),
+            S('arcsinh', (13,), ()),
+            S('copysign_c', (14,), (((1.774599552154541,),), 1)),
+        ), outputs=(9, 17), seed=1569913322, special=0.1),
+    ), "fuzz model: BLAS may skip a zero factor, so a product with inf is NaN in np.einsum and not in the interpreter's matmul; copysign then reads the sign of that NaN", libm=True),
+    "tolerance_copysign_of_zero_product": Regression((
+        P('float64', ((), (5, 3), ()), (
+            S('pad', (1,), (((1, 2), (0, 2)), 0.0)),
+            S('reduce', (3,), ('sum', (0,), True)),
+            S('matmul_self_t', (4,), (1,)),
+            S('gather', (5,), ((1,), 1)),
+            S('copysign_c', (6,), (7.0, 1)),
+        ), outputs=(7,), seed=68746709, special=0.0),
+    ), 'fuzz model: copysign of a zero product (np.matmul +0.0, dot_general -0.0); a subnormal bound term had made the perturbed sign random', libm=True),
     # fastmath: until the flags go (branch ieee)
     "fastmath_arcp_x_over_x": Regression((
         P('float64', ((6, 4), (6,), (4, 1)), (

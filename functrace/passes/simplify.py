@@ -10,9 +10,10 @@ included: ``x + (-0.0)``, ``(-0.0) + x``, ``x - (+0.0)``, ``x * 1``, ``1 * x``, 
 reshape/transpose/convert; ``select(c, x, x)`` -> ``x``; chains of reshapes or of transposes
 become one; a broadcast 0-d operand of an elementwise op is used directly.
 Not applied, because they change results: ``x + (+0.0)`` (``-0.0 + 0.0`` is ``+0.0``, and
-``1 / x`` or ``arctan2`` tell the signs apart: the fuzzer found ``arctan2`` giving ``-pi``
-for ``0``), ``(+0.0) - x`` -> ``-x``, and ``c1 * (c2 * x)`` -> ``(c1 * c2) * x`` (one rounding
-instead of two, and ``c2 * x`` may overflow where the folded product does not).
+``1 / x``, ``copysign`` or ``arctan2`` tell the signs apart: ``arctan2(x + 0.0, -1.0)`` at
+``x = -0.0`` is ``pi``, folded it was ``-pi``), ``(+0.0) - x`` -> ``-x``, and
+``c1 * (c2 * x)`` -> ``(c1 * c2) * x`` (one rounding instead of two, and ``c2 * x`` may
+overflow where the folded product does not).
 ``x * 0`` -> ``0`` only when ``x`` is a literal: a traced ``x`` may be inf or NaN, and
 ``inf * 0`` is NaN.
 """
