@@ -8,13 +8,17 @@ loop. Programs, checks and tolerances: ``tests/fuzz_programs.py``, ``tests/fuzz_
   polynomials the executor really uses; the others with numba's libm calls (~10x cheaper to
   compile, see ``fuzz_check.kernel_variant``). Kernels persist in pytest's cache directory
   (``.pytest_cache``), so a rerun with the same seed compiles nothing.
-* ``test_fuzz_slow``: 20,000 programs (``-m slow``), kernels in a temporary directory.
+* ``test_fuzz_slow``: 20,000 programs (``-m slow``), in subprocesses, kernels in a
+  temporary directory.
 * ``test_fuzz_regression[name]``: every program the fuzzer ever failed on
   (``tests/fuzz_regressions.py``), on every run.
+* ``test_fuzz_uncompiled_checks_shrink_with_hypothesis``: programs drawn by hypothesis, the
+  checks that need no compiler, so hypothesis shrinks a failure.
 
-Seeds: ``FUNCTRACE_FUZZ_SEED`` (default 0; ``random`` picks one and prints it) seeds
-hypothesis; a failure message names the seed and prints the program (and a shrunk one) as a
-literal to paste into ``tests/fuzz_regressions.py``. Mismatches that disappear when the kernels
+Seeds: ``FUNCTRACE_FUZZ_SEED`` (default 0; ``random`` picks one and prints it): program ``j``
+of batch ``i`` depends only on the seed and its place (``fuzz_programs.random_batch``). A
+failure message names the seed and prints the program (and a shrunk one) as a literal to
+paste into ``tests/fuzz_regressions.py``. Mismatches that disappear when the kernels
 are compiled without fastmath flags are known (``fuzz_check.FASTMATH``): the batch is marked
 xfail with the programs listed, unless something else fails too.
 """
