@@ -12,3 +12,15 @@ if os.environ.get("CI"):
     from hypothesis import settings
     settings.register_profile("ci", derandomize=True)
     settings.load_profile("ci")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` run only when asked for (``-m slow``, or any ``-m`` expression
+    naming ``slow``); the default run skips them."""
+    import pytest
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)

@@ -949,3 +949,41 @@ def test_ieee_issue14_multiply_add_and_the_product_source():
     src = ft.jit(lambda a, b: a * b + b, backend="cuda").lower(
         np.ones(4, np.int64), np.ones(4, np.int64)).source
     assert "libdevice.dmul_rn" not in src and "libdevice.fmul_rn" not in src
+
+
+# --------------------------------------------------------------------------------------------
+# the differential fuzzer (tests/test_fuzz.py, docs/testing.md) on the CUDA target
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("index", range(8))
+def test_fuzz_programs_under_cuda(index):
+    """Batches of 10 random programs: ``jit(backend="cuda")`` values and gradients against
+    the interpreter and numpy (the same checks as the CPU fuzzer; vmap needs no backend)."""
+    from fuzz_check import check_batch, triage
+    from fuzz_programs import fuzz_seed, random_batch
+    seed = fuzz_seed()
+    progs = random_batch(seed, 100_000 + index, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = check_batch(progs, backend="cuda", vmap=False)
+        reports = triage(progs, found, libm=False, backend="cuda") if found else []
+    assert not reports, f"FUNCTRACE_FUZZ_SEED={seed}, batch {index}\n\n" + "\n\n".join(reports)
+
+
+def _regressions():
+    try:
+        from fuzz_regressions import REGRESSIONS
+    except ImportError:
+        return {}
+    return REGRESSIONS
+
+
+@pytest.mark.parametrize("name", sorted(_regressions()))
+def test_fuzz_regressions_under_cuda(name):
+    """Every program the fuzzer failed on (tests/fuzz_regressions.py), on the CUDA target."""
+    from fuzz_check import check_batch
+    case = _regressions()[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = check_batch(case.programs, backend="cuda", vmap=False)
+    assert not found, case.note + "\n" + "\n".join(repr(m) for m in found)

@@ -113,6 +113,34 @@ def test_simplify_does_not_drop_x_times_zero_for_traced_x():
     assert np.isnan(out[0])   # inf * 0 stays nan: the rewrite is not applied to traced x
 
 
+def test_simplify_keeps_every_result_bit_for_bit():
+    # issue 14: only rewrites exact for every input, signed zeros and overflow included
+    x = np.array([-0.0, 0.0, 1e308, -2.5, np.inf])
+    cases = {
+        "x + 0.0": (lambda x: [ops.add(x, 0.0)], False),      # -0.0 + 0.0 is +0.0
+        "0.0 + x": (lambda x: [ops.add(0.0, x)], False),
+        "x + -0.0": (lambda x: [ops.add(x, -0.0)], True),
+        "x - 0.0": (lambda x: [ops.sub(x, 0.0)], True),
+        "x - -0.0": (lambda x: [ops.sub(x, -0.0)], False),
+        "0.0 - x": (lambda x: [ops.sub(0.0, x)], False),      # 0.0 - 0.0 is +0.0, -x is -0.0
+        "-0.0 - x": (lambda x: [ops.sub(-0.0, x)], True),
+        "0.5 * (2 * x)": (lambda x: [ops.mul(0.5, ops.mul(2.0, x))], False),   # 2e308 is inf
+        "x * 1": (lambda x: [ops.mul(x, 1.0)], True),
+    }
+    for name, (fn, folded) in cases.items():
+        g = trace_to_graph(fn, [x]).graph
+        o = optimize(g)
+        want = _run(g, [x])[0]
+        got = _run(o, [x])[0]
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        ops_of = [[e.op.name for e in h.eqns] for h in (g, o)]
+        assert (ops_of[0] != ops_of[1]) == folded, name
+    # what the x + 0.0 rewrite did end to end (arctan2 tells the zeros apart)
+    f = lambda x: ft.numpy.arctan2(x + 0.0, -1.0)  # noqa: E731
+    np.testing.assert_array_equal(ft.jit(f, backend="numpy")(np.array([-0.0])), [np.pi])
+
+
 def _imports(path):
     tree = ast.parse(path.read_text())
     names = []

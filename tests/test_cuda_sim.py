@@ -111,6 +111,22 @@ def test_cuda_kernels_come_from_the_same_fusion_groups_as_the_cpu():
     assert "# dot_general  (cupy)" in src
 
 
+def test_a_group_whose_values_are_all_recomputed_is_dropped():
+    # issue 14 (fuzzer): gt(x, x) got a kernel of its own (the CUDA target gives lone cheap
+    # ops one), then the later kernel recomputed it; the first kernel wrote nothing and its
+    # generated source (an empty loop) did not compile
+    def f(x):
+        y = fnp.min(fnp.where(x > x, x, x), keepdims=True)
+        return [y, ft.grad(lambda x: fnp.sum(fnp.min(fnp.where(x > x, x, x)) * 1.3))(x)]
+
+    g = ft.jit(f).lower(np.array(0.7)).graph
+    prog = numba_cuda.lower(g)
+    for ks in prog.kernels.values():
+        assert ks.group.outputs or ks.group.reduction is not None
+        compile(ks.source, "kernel", "exec")           # valid Python
+    assert len(prog.kernels) == 1
+
+
 def test_float32_kernels_never_compute_in_float64_by_accident():
     # op-declared templates have untyped constants (1.0); the CUDA table types every one
     g = graph_of(lambda x: [fnp.exp2(x) + 1.0 / fnp.sqrt(x) + 1 / (1 + fnp.exp(-x))],

@@ -355,6 +355,69 @@ def test_plan_buffers_reuses_dead_slots_and_never_pools_outputs():
     assert bp.donated_slot == {vs[1]: 0}
 
 
+def test_plan_buffers_keeps_a_base_alive_while_a_view_of_it_is_read():
+    # v0 (pooled) -> v1 = reshape(v0) -> v2 = transpose(v1), read by the last step: v0's
+    # slot must not hold the value written by step 3 while v2 (a view of it) is read there
+    vs = [Var(AVal((6,), "float64")) for _ in range(5)]
+    reads = [[], [vs[0]], [vs[1]], [vs[2]]]
+    writes = [[vs[0]], [vs[1]], [vs[2]], [vs[3]]]
+    pool = {vs[0], vs[3]}
+    alias = {vs[1]: [vs[0]], vs[2]: [vs[1]]}
+    bp = plan_buffers(reads, writes, [vs[4]], poolable=pool.__contains__,
+                      nbytes=lambda v: 48, aliases=alias)
+    assert bp.slot_of[vs[3]] != bp.slot_of[vs[0]]
+    # without the aliases the slot was reused (the bug the fuzzer found)
+    bp = plan_buffers(reads, writes, [vs[4]], poolable=pool.__contains__, nbytes=lambda v: 48)
+    assert bp.slot_of[vs[3]] == bp.slot_of[vs[0]]
+
+
+def test_compiled_gradient_through_reshape_and_transpose_views():
+    # issue 14: the pooled sin(u) was overwritten by cos(transpose(...)) while its reshaped
+    # view was still to be read (4 of 6 gradient entries were wrong)
+    f = lambda u: fnp.sum(fnp.sin(fnp.transpose(fnp.reshape(fnp.sin(u), (2, 3)))))  # noqa: E731
+    x = np.linspace(-1, 1, 6)
+    want = ft.grad(f)(x)
+    for _ in range(2):
+        np.testing.assert_allclose(ft.jit(ft.grad(f), eager=True)(x), want, rtol=1e-14)
+
+
+def test_maximum_minimum_clip_keep_numpys_signed_zeros_and_nans():
+    # issue 14 (fuzzer): numba's np.maximum/np.minimum return their first operand on ties,
+    # numpy's ufuncs the second; numpy.clip keeps x where it equals a (scalar) bound (the
+    # kernels carry no fast-math flag, so ``nsz`` cannot pick either zero)
+    a = np.array([-0.0, 0.0, -0.0, np.nan, 1.0, 0.0, 2.0, -1.0, 0.0] * 3)
+    b = np.array([0.0, -0.0, -0.0, 1.0, np.nan, 0.0, 0.5, -0.0, np.nan] * 3)
+    fns = {"maximum": lambda a, b: fnp.maximum(a * 2.0, b * 2.0),
+           "minimum": lambda a, b: fnp.minimum(a * 2.0, b * 2.0),
+           "clip": lambda a, b: fnp.clip(a * 2.0, 0.0, 1.0),
+           "clip -0": lambda a, b: fnp.clip(a * 2.0, -0.0, 1.0),
+           # array bounds: numpy returns the bound on +-0 ties there (not x, as it does for
+           # scalar bounds); functrace keeps x, so no ties in this row
+           "clip nan": lambda a, b: fnp.clip(a * 2.0, np.where(b == 0, 0.25, b), 1.0)}
+    for name, f in fns.items():
+        want = f(a, b)                                   # numpy itself
+        for got in (ft.jit(f, eager=True)(a, b), ft.jit(f, backend="numpy")(a, b)):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
+
+
+def test_sums_of_negative_zeros_are_positive_zero_like_numpys():
+    # issue 14 (fuzzer): numpy adds to its identity +0.0, so a sum of -0.0s is +0.0, also
+    # over extent-1 axes (a kernel used the value itself) and over no axis at all (traced
+    # fnp.sum returned x); gradients of 1-element sums showed it as -0.0 vs 0.0
+    x = np.array([[-0.0], [1.0], [-0.0]])
+    fns = {"extent-1 axis": lambda x: fnp.sum(x * 2.0, axis=1),
+           "no axis": lambda x: fnp.sum(x[0, 0] * 2.0),
+           "keepdims": lambda x: fnp.sum(x * 2.0, axis=(1,), keepdims=True),
+           "mean": lambda x: fnp.mean(x * 2.0, axis=1)}
+    for name, f in fns.items():
+        want = f(x)
+        for got in (ft.jit(f, eager=True)(x), ft.jit(f, backend="numpy")(x),
+                    ft.vmap(f)(x[None])[0]):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
+
+
 def test_pool_is_reused_and_outputs_stay_fresh():
     rng = np.random.default_rng(2)
     w = rng.normal(size=(30, 30))

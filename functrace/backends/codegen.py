@@ -478,6 +478,9 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
                 expr = src
             if np.dtype(out_dt) != np.dtype(in_dt) or kind in ("and", "or"):
                 expr = f"{dtype_ctor(out_dt)}({expr})"
+            if kind == "sum" and np.dtype(out_dt).kind == "f":
+                # numpy adds to its identity: a sum of one -0.0 is +0.0
+                expr = f"({expr} + {const_expr(0, out_dt)})"
             name = f"t{tmp}"
             body.append((name, expr, np.dtype(out_dt), max(depth.get(src, 0), 0)))
             outputs.append((name, red_eqn.outputs[0]))

@@ -24,7 +24,7 @@ import numpy as np
 from ..core import Graph, Lit, Var
 from ..passes.contract import contraction_sizes, contractions_as_reductions
 from ..passes.fusion import Group, OpStep, plan_fusion
-from ..passes.memory import escaping_values, plan_buffers, step_io
+from ..passes.memory import escaping_values, plan_buffers, step_io, view_bases
 from . import numpy_ref
 from .codegen import Unsupported, build_spec
 from .cpu_target import CPU_EXPRS, fusible, kernel_module_source, prefer_kernel
@@ -165,8 +165,10 @@ class Program:
             return all(a is not v or (len(sp.axes) == ks.spec.ndim and
                        sp.axes == tuple(range(ks.spec.ndim)) and not sp.shifted)
                        for (a, _), sp in zip(ks.binding.operands, ks.spec.operands))
+        # views made by numpy steps (reshape, transpose, slice, ...) keep their base's
+        # storage alive until their own last use
         self.buffers = plan_buffers(reads, writes, g.outputs, poolable, nbytes, donated,
-                                    inplace_ok)
+                                    inplace_ok, aliases=view_bases(g, steps, _fresh_result))
         self._emit_driver(reads, writes, escaping)
 
     def _emit_driver(self, reads, writes, escaping):

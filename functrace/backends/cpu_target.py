@@ -129,10 +129,11 @@ def _maxmin(fn, npname):
 
 
 def _clip(args, params, in_dts, out_dt):
-    # the reference's np.minimum(np.maximum(x, lo), hi), tie and NaN rules included
+    # the reference's np.minimum(hi, np.maximum(lo, x)), tie and NaN rules included: numpy's
+    # clip keeps x where it equals a bound (clip(-0.0, 0.0, 1.0) is -0.0)
     x, lo, hi = args
     if np.dtype(in_dts[0]).kind == "f":
-        return _fmin(_fmax(x, lo), hi)
+        return _fmin(hi, _fmax(lo, x))
     return f"np.minimum(np.maximum({x}, {lo}), {hi})"
 
 

@@ -189,7 +189,8 @@ def _maxmin(fn):
 def _clip(args, params, in_dts, out_dt):
     x, lo, hi = args
     if np.dtype(in_dts[0]).kind == "f":
-        return _min(_max(x, lo), hi)
+        # numpy.clip: x itself where it equals a bound (the ufuncs' ties go to the second)
+        return _min(hi, _max(lo, x))
     return f"min(max({x}, {lo}), {hi})"
 
 

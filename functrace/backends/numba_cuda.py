@@ -59,7 +59,7 @@ from ..core import Graph, Lit, Var
 from ..ops.dot import dot_general_p
 from ..passes.contract import contraction_sizes, contractions_as_reductions
 from ..passes.fusion import Group, plan_fusion
-from ..passes.memory import escaping_values, plan_buffers, step_io
+from ..passes.memory import escaping_values, plan_buffers, step_io, view_bases
 from . import cuda_codegen as cg
 from .codegen import Unsupported, build_spec, spec_key
 from .cublaslt import gemm_shape_of
@@ -404,7 +404,8 @@ class Program:
         self.buffers = plan_buffers(
             reads, writes, g.outputs, lambda v: v in kernel_out and v not in escaping,
             lambda v: int(v.aval.size * v.aval.dtype.itemsize),
-            [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)], inplace_ok)
+            [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)], inplace_ok,
+            aliases=view_bases(g, steps, _fresh_result))     # cupy views keep bases alive
 
     @property
     def source(self) -> str:

@@ -47,7 +47,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
         x = _where_fill(x, where, 0)
     dt = result_dtype_like_numpy(np.sum, x.dtype, dtype=dtype)
     axes = normalize_axes(axis, x.ndim)
-    y = ops.reduce_sum(cast(x, dt), axes)
+    y = _reduce_sum(cast(x, dt), axes)
     if initial not in (0, None):
         y = ops.add(y, np.asarray(initial, dt))
     return _keep(y, x.shape, axes, keepdims)
@@ -57,6 +57,14 @@ def _given(**kw):
     """The keyword arguments a caller gave (not None): forwarded to numpy only then, so that
     array libraries dispatched to (cupy's ``sum`` has no ``initial``) see numpy's defaults."""
     return {k: v for k, v in kw.items() if v is not None}
+
+
+def _reduce_sum(x, axes):
+    """``reduce_sum`` with numpy's result when no axis is reduced: numpy adds the values to
+    its identity, so a float sum of one ``-0.0`` is ``+0.0``."""
+    if not axes and np.dtype(x.dtype).kind in "fc":
+        return ops.add(x, np.zeros((), x.dtype))
+    return ops.reduce_sum(x, axes)
 
 
 def _no_out(out):
@@ -92,7 +100,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
         n = sum(cast(w, dt) if w.shape == x.shape else
                 ops.broadcast_to_shape(cast(w, dt), x.shape), axis=axes)
         return _keep(ops.div(s, n), x.shape, axes, keepdims)
-    y = ops.reduce_sum(xs, axes)
+    y = _reduce_sum(xs, axes)
     if dt.kind not in "fc":   # numpy: integer sum, true division, cast back (truncation)
         y = cast(ops.div(cast(y, np.float64), np.asarray(_count(x.shape, axes), np.float64)),
                  dt)

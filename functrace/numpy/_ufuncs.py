@@ -138,8 +138,10 @@ def _logaddexp2(x, y):
 
 
 def _heaviside(x, h0):
+    # numpy: NaN where x is NaN (x itself, with no derivative), h0 where x == 0
     z, one = np.zeros((), x.dtype), np.ones((), x.dtype)
-    return ops.select(ops.lt(x, z), z, ops.select(ops.gt(x, z), one, h0))
+    rest = ops.select(ops.eq(x, z), h0, ops.stop_gradient(x))
+    return ops.select(ops.lt(x, z), z, ops.select(ops.gt(x, z), one, rest))
 
 
 def _sign(x):

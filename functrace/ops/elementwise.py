@@ -326,7 +326,10 @@ def _clip_abstract(x, lo, hi):
 
 
 def _clip_impl(x, lo, hi):
-    return np.minimum(np.maximum(x, lo), hi)
+    # numpy.clip keeps x where it equals a bound (clip(-0.0, 0.0, 1.0) is -0.0) and
+    # propagates NaN from any operand; np.maximum/np.minimum return their *second* operand
+    # on ties, hence the order
+    return np.minimum(hi, np.maximum(lo, x))
 
 
 clip_p = Op("clip", _clip_abstract, _clip_impl, elementwise=True,

@@ -291,7 +291,36 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
     if recompute:
         _recompute(graph, groups, producer, resolve, reduction_out)
 
-    # which values each step reads (after folding) -> group outputs and needed views
+    # which values each step reads (after folding) -> group outputs and needed views. A
+    # group whose every value is recomputed by later groups (and that closes no reduction)
+    # writes nothing: it is dropped, which may leave more values unread (a fixed point).
+    live = groups
+    while True:
+        needed, outputs = _needed_values(graph, steps, live, producer, resolve, reduction_out)
+        dead = {id(g) for g in live if not outputs[g.id] and g.reduction is None}
+        if not dead:
+            break
+        live = [g for g in live if id(g) not in dead]
+    for g in live:
+        g.outputs = outputs[g.id]
+    live_ids = {id(g) for g in live}
+    kept = []
+    for s in steps:
+        if isinstance(s, OpStep) and s.view and eqns[s.eqn].outputs[0] not in needed:
+            continue
+        if isinstance(s, Group) and id(s) not in live_ids:
+            continue
+        kept.append(s)
+    for k, s in enumerate(kept):
+        s.id = k
+    return FusionPlan(graph, kept, producer, resolve)
+
+
+def _needed_values(graph, steps, groups, producer, resolve, reduction_out):
+    """The values read by ``groups`` (after folding views into their reads), by op steps and
+    by the graph's outputs, with the views those need; and per group id, the values it must
+    write (its members that are needed and that it produces)."""
+    eqns = graph.eqns
     needed: set = {a for a in graph.outputs if isinstance(a, Var)}
     for s in groups:
         members = {o for i in s.eqns for o in eqns[i].outputs}
@@ -314,13 +343,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             e = eqns[s.eqn]
             if e.outputs[0] in needed:
                 needed.update(a for a in e.inputs if isinstance(a, Var))
-    kept = []
-    for s in steps:
-        if isinstance(s, OpStep) and s.view and eqns[s.eqn].outputs[0] not in needed:
-            continue
-        kept.append(s)
-    for k, s in enumerate(kept):
-        s.id = k
+    outputs = {}
     for s in groups:
         outs = []
         for i in s.eqns:
@@ -329,8 +352,8 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             for o in eqns[i].outputs:
                 if o in needed and producer.get(o) is s:
                     outs.append(o)
-        s.outputs = outs
-    return FusionPlan(graph, kept, producer, resolve)
+        outputs[s.id] = outs
+    return needed, outputs
 
 
 def _pointwise(e: Eqn) -> bool:

@@ -1,6 +1,7 @@
 """Liveness and buffer planning over an ordered list of steps (side tables only).
 
-Owns ``last_uses`` and ``plan_buffers``. The input is abstract: per step, the Vars it reads and
+Owns ``last_uses``, ``plan_buffers`` and the side tables they take (``step_io``, ``view_bases``,
+``escaping_values``). The input is abstract: per step, the Vars it reads and
 the Vars it writes, plus which written Vars may live in planned storage. The output says, for
 every such Var, which storage slot holds it; slots are reused once their previous value is
 dead (the nnvm ``plan_memory`` idea: best fit among free slots, never growing a slot by more
@@ -14,20 +15,30 @@ Invariants:
   elementwise (``inplace_ok``).
 * Values that escape to the caller (graph outputs and anything they may be views of) are
   never placed in pooled slots: the pool is reused by the next call.
+* A view aliases its base: a step that reads a view (a reshape, transpose, broadcast or slice
+  of a pooled value, made by a numpy step) reads the base's memory, so the base's last use
+  is extended to the last use of every view of it, transitively (``aliases``). Without this
+  the base's slot was handed to a new value while a view of it was still to be read.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..core import Var
 
-__all__ = ["last_uses", "BufferPlan", "plan_buffers"]
+__all__ = ["last_uses", "BufferPlan", "plan_buffers", "step_io", "view_bases",
+           "escaping_values"]
 
 
-def last_uses(reads: Sequence[Sequence[Var]], outputs: Sequence) -> dict[Var, int]:
-    """Index of the last step reading each Var; graph outputs live to ``len(reads)``."""
+def last_uses(reads: Sequence[Sequence[Var]], outputs: Sequence,
+              aliases: Mapping[Var, Sequence[Var]] | None = None) -> dict[Var, int]:
+    """Index of the last step reading each Var; graph outputs live to ``len(reads)``.
+
+    ``aliases`` maps a value that may be a view to the values it may be a view of, in the
+    order the values are made: a base lives as long as its longest-lived view (transitively:
+    a view of a view of ``x`` keeps ``x`` alive)."""
     last: dict[Var, int] = {}
     for s, rs in enumerate(reads):
         for v in rs:
@@ -36,6 +47,14 @@ def last_uses(reads: Sequence[Sequence[Var]], outputs: Sequence) -> dict[Var, in
     for a in outputs:
         if isinstance(a, Var):
             last[a] = end
+    if aliases:
+        for view in reversed(list(aliases)):      # latest views first: transitive
+            s = last.get(view)
+            if s is None:
+                continue
+            for base in aliases[view]:
+                if last.get(base, -1) < s:
+                    last[base] = s
     return last
 
 
@@ -64,7 +83,8 @@ def plan_buffers(reads: Sequence[Sequence[Var]], writes: Sequence[Sequence[Var]]
                  outputs: Sequence, poolable: Callable[[Var], bool],
                  nbytes: Callable[[Var], int], donated: Sequence[tuple[int, Var]] = (),
                  inplace_ok: Callable[[int, Var], bool] = lambda s, v: False,
-                 slack: float = 2.0) -> BufferPlan:
+                 slack: float = 2.0,
+                 aliases: Mapping[Var, Sequence[Var]] | None = None) -> BufferPlan:
     """Assign pooled storage to the values written by each step.
 
     Args:
@@ -78,9 +98,11 @@ def plan_buffers(reads: Sequence[Sequence[Var]], writes: Sequence[Sequence[Var]]
         inplace_ok: ``(step, donated Var)`` -> whether the step reads the donated Var only
             elementwise, so an output of that step may overwrite it.
         slack: a free slot is reused for a value only if it is at most ``slack`` times larger.
+        aliases: view -> the values it may be a view of, in the order they are made
+            (``view_bases``); a base's storage lives until its views' last use.
     """
     n = len(reads)
-    last = last_uses(reads, outputs)
+    last = last_uses(reads, outputs, aliases)
     frees_after: list[list[Var]] = [[] for _ in range(n)]
     out_vars = {a for a in outputs if isinstance(a, Var)}
     for v, s in last.items():
@@ -154,6 +176,23 @@ def step_io(graph, steps, binding_of: Callable) -> tuple[list, list]:
             reads.append([a for a in e.inputs if isinstance(a, Var)])
             writes.append(list(e.outputs))
     return reads, writes
+
+
+def view_bases(graph, steps, fresh_result: Callable) -> dict:
+    """For every op step whose result may be a view of its inputs (``not
+    fresh_result(eqn)``: reshape, transpose, broadcast, slice, ...), its outputs mapped to its
+    Var inputs, in step order: the ``aliases`` of ``plan_buffers``."""
+    from .fusion import OpStep
+    out: dict = {}
+    for s in steps:
+        if isinstance(s, OpStep):
+            e = graph.eqns[s.eqn]
+            if not fresh_result(e):
+                bases = [a for a in e.inputs if isinstance(a, Var)]
+                if bases:
+                    for o in e.outputs:
+                        out[o] = bases
+    return out
 
 
 def escaping_values(graph, steps, fresh_result: Callable) -> set:

@@ -3,18 +3,24 @@
 Higher-order gradient graphs grow fast without these. Every pass is a pure function of an
 immutable graph that keeps the graph's inputs and output types. Imports core and ops only.
 
-Rewrites applied by ``simplify`` (only when the result's type equals the equation's type):
-``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``, ``1 * x``, ``x / 1``, ``x ** 1`` -> ``x``;
-``0 - x``, ``x * -1`` -> ``-x``; ``--x`` -> ``x``; identity reshape/transpose/convert;
-``select(c, x, x)`` -> ``x``; chains of reshapes or of transposes become one; a broadcast
-0-d operand of an elementwise op is used directly.
+Rewrites applied by ``simplify`` (only when the result's type equals the equation's type),
+each exact in IEEE arithmetic for every value of ``x``, signed zeros, infinities and NaN
+included: ``x + (-0.0)``, ``(-0.0) + x``, ``x - (+0.0)``, ``x * 1``, ``1 * x``, ``x / 1``,
+``x ** 1`` -> ``x``; ``(-0.0) - x``, ``x * -1`` -> ``-x``; ``--x`` -> ``x``; identity
+reshape/transpose/convert; ``select(c, x, x)`` -> ``x``; chains of reshapes or of transposes
+become one; a broadcast 0-d operand of an elementwise op is used directly.
+Not applied, because they change results: ``x + (+0.0)`` (``-0.0 + 0.0`` is ``+0.0``, and
+``1 / x``, ``copysign`` or ``arctan2`` tell the signs apart: ``arctan2(x + 0.0, -1.0)`` at
+``x = -0.0`` is ``pi``, folded it was ``-pi``), ``(+0.0) - x`` -> ``-x``, and
+``c1 * (c2 * x)`` -> ``(c1 * c2) * x`` (one rounding instead of two, and ``c2 * x`` may
+overflow where the folded product does not).
 ``x * 0`` -> ``0`` only when ``x`` is a literal: a traced ``x`` may be inf or NaN, and
-``inf * 0`` is NaN. ``x + 0 -> x`` may turn ``-0.0 + 0.0 = +0.0`` into ``-0.0``, as XLA's
-simplifier does; no comparison and no sign-insensitive function can tell the difference.
+``inf * 0`` is NaN.
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -121,17 +127,19 @@ def _lit_value(a, zero_bcast):
     return zero_bcast.get(a)
 
 
-def _scalar_mul(x, y, producer):
-    """For ``mul(c1, w)`` with ``w = mul(c2, z)`` (c1, c2 0-d literals): ``(Lit(c1*c2), z)``."""
-    for c1, w in ((x, y), (y, x)):
-        if isinstance(c1, Lit) and c1.val.ndim == 0 and isinstance(w, Var):
-            p = producer.get(w)
-            if p is None or p.op.name != "mul":
-                continue
-            for c2, z in ((p.inputs[0], p.inputs[1]), (p.inputs[1], p.inputs[0])):
-                if isinstance(c2, Lit) and c2.val.ndim == 0 and z.aval == w.aval:
-                    return Lit(np.asarray(c1.val * c2.val, c1.val.dtype)), z
-    return None
+def _neg_zero(c) -> bool:
+    """Whether adding the literal value ``c`` leaves every ``x`` unchanged: an integer 0 or
+    a float -0.0 (``-0.0 + 0.0`` is ``+0.0``, ``x + -0.0`` is ``x``)."""
+    if isinstance(c, bool | int):
+        return c == 0
+    return isinstance(c, float) and c == 0 and math.copysign(1.0, c) < 0
+
+
+def _pos_zero(c) -> bool:
+    """Whether subtracting ``c`` leaves every ``x`` unchanged: an integer 0 or +0.0."""
+    if isinstance(c, bool | int):
+        return c == 0
+    return isinstance(c, float) and c == 0 and math.copysign(1.0, c) > 0
 
 
 def simplify(g: Graph) -> Graph:
@@ -165,22 +173,16 @@ def simplify(g: Graph) -> Graph:
             x, y = ins
             cx, cy = _lit_value(x, const_of), _lit_value(y, const_of)
             if name == "add":
-                if cy == 0 and same_type(x, out):
+                if _neg_zero(cy) and same_type(x, out):
                     repl = x
-                elif cx == 0 and same_type(y, out):
+                elif _neg_zero(cx) and same_type(y, out):
                     repl = y
             elif name == "sub":
-                if cy == 0 and same_type(x, out):
+                if _pos_zero(cy) and same_type(x, out):
                     repl = x
-                elif cx == 0 and same_type(y, out):
+                elif _neg_zero(cx) and same_type(y, out):
                     repl = ("neg", y)
             elif name == "mul":
-                inner = _scalar_mul(x, y, producer)
-                if inner is not None:       # c1 * (c2 * z) -> (c1*c2) * z
-                    c, z = inner
-                    ins = (c, z)
-                    x, y = ins
-                    cx, cy = _lit_value(x, const_of), _lit_value(y, const_of)
                 if cy == 1 and same_type(x, out):
                     repl = x
                 elif cx == 1 and same_type(y, out):
