@@ -113,6 +113,7 @@ def test_decision_inside_a_nested_transform_guards_the_outer_symbol():
 
 CONVERSIONS = {
     "float": lambda t: float(fnp.sum(t)),
+    "int": lambda t: int(fnp.sum(t)),
     "complex": lambda t: complex(fnp.sum(t)),
     "item": lambda t: fnp.sum(t).item(),
     "tolist": lambda t: t.tolist()[0],
