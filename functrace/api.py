@@ -179,6 +179,30 @@ def _call_traced(trace, fun, in_tree, leaves):
         _current.reset(token)
 
 
+def _taped(fun, in_tree, leaves, wrt):
+    """``fun`` run once on a new tape, ``leaves[i]`` for ``i`` in ``wrt`` differentiated:
+    (the tape, the leaves as passed, the output)."""
+    trace = TapeTrace(_current.get())
+    ins = list(leaves)
+    for i in wrt:
+        ins[i] = trace.leaf(ins[i])
+    try:
+        out = _call_traced(trace, fun, in_tree, ins)
+    finally:
+        trace.active = False
+    return trace, ins, out
+
+
+def _run_eager(trace, fun, in_tree, ins):
+    """``fun`` run once on the eager ``trace``: its output leaves (checked) and structure."""
+    try:
+        out = _call_traced(trace, fun, in_tree, ins)
+    finally:
+        trace.active = False
+    out_leaves, out_tree = tree_util.tree_flatten(out)
+    return [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)], out_tree
+
+
 def _own(x):
     """A result handed to the user at top level: a writable numpy array (ops may return
     read-only broadcast views); tracers and device arrays pass through."""
@@ -335,21 +359,13 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
         leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
         wrt = _wrt_leaf_indices(args, kwargs, nums)
         _check_wrt_dtypes(leaves, wrt, fname, holomorphic)
-        trace = TapeTrace(_current.get())
-        ins = list(leaves)
-        for i in wrt:
-            ins[i] = trace.leaf(ins[i])
-        try:
-            out = _call_traced(trace, fun, in_tree, ins)
-            y, aux = _scalar_output(out, fname, has_aux, holomorphic)
-            wanted = [ins[i] for i in wrt]
-            if isinstance(y, TapeTracer) and y._trace is trace:
-                grads = trace.pullback([(y, np.ones((), y.dtype))], wanted)
-            else:      # the value does not depend on the differentiated arguments
-                grads = [np.zeros(t.shape, t.dtype) if not isinstance(t._primal, Tracer)
-                         else _zeros_of(t._primal) for t in wanted]
-        finally:
-            trace.active = False
+        trace, ins, out = _taped(fun, in_tree, leaves, wrt)
+        y, aux = _scalar_output(out, fname, has_aux, holomorphic)
+        wanted = [ins[i] for i in wrt]
+        if isinstance(y, TapeTracer) and y._trace is trace:
+            grads = trace.pullback([(y, np.ones((), y.dtype))], wanted)
+        else:      # the value does not depend on the differentiated arguments
+            grads = [_zeros_of(t._primal) for t in wanted]
         top = trace.parent is None
         grads = [_own(g) if top else g for g in grads]
         per_arg, off = [], 0
@@ -442,12 +458,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     leaves, in_tree = tree_util.tree_flatten((tuple(primals), {}))
     leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     _check_wrt_dtypes(leaves, range(len(leaves)), "vjp", True)
-    trace = TapeTrace(_current.get())
-    ins = [trace.leaf(x) for x in leaves]
-    try:
-        out = _call_traced(trace, fun, in_tree, ins)
-    finally:
-        trace.active = False
+    trace, ins, out = _taped(fun, in_tree, leaves, range(len(leaves)))
     if has_aux:
         if not isinstance(out, tuple | list) or len(out) != 2:
             raise FunctraceTypeError(

@@ -26,7 +26,9 @@ from .api import (
     _check_wrt_dtypes,
     _own,
     _run,
+    _run_eager,
     _split,
+    _taped,
     _traced_transform,
     _wrt_leaf_indices,
     check_argnums,
@@ -37,7 +39,7 @@ from .core import AVal
 from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
 from .ops._base import as_array
 from .passes.simplify import optimize
-from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, TapeTrace, unwrap, zeros_of
+from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, unwrap, zeros_of
 from .tracing import Tracer, _current
 
 __all__ = ["jvp", "linearize", "vmap", "jacfwd", "jacrev", "jacobian", "hessian"]
@@ -111,12 +113,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     in_tree = tree_util.tree_structure((tuple(primals), {}))
     trace = JVPTrace(_current.get())
     ins = [p if t is None else trace.input(p, t) for p, t in zip(p_leaves, t_leaves)]
-    try:
-        out = _call_traced(trace, fun, in_tree, ins)
-    finally:
-        trace.active = False
-    out_leaves, out_tree = tree_util.tree_flatten(out)
-    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
     outs, tans = [], []
     for o in out_leaves:
         if isinstance(o, JVPTracer) and o._trace is trace:
@@ -294,12 +291,7 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
     install_rules()
     trace = BatchTrace(_current.get(), size)
     ins = [x if d is None else trace.input(x, d) for x, d in zip(leaves, dims)]
-    try:
-        out = _call_traced(trace, fun, in_tree, ins)
-    finally:
-        trace.active = False
-    out_leaves, out_tree = tree_util.tree_flatten(out)
-    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
     example = tree_util.tree_unflatten(out_tree, list(range(len(out_leaves))))
     odims = _prefix_leaves(out_axes, example, "out_axes")
     res = []
@@ -398,14 +390,7 @@ def _float_outputs(out_leaves, fname):
 
 def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
     """One taped forward pass; the pullback of every output basis vector, batched."""
-    trace = TapeTrace(_current.get())
-    ins = list(leaves)
-    for i in wrt:
-        ins[i] = trace.leaf(ins[i])
-    try:
-        out = _call_traced(trace, fun, in_tree, ins)
-    finally:
-        trace.active = False
+    trace, ins, out = _taped(fun, in_tree, leaves, wrt)
     main, aux = _split_aux(out, has_aux, "jacrev")
     out_leaves, main_tree = tree_util.tree_flatten(main)
     out_leaves = _float_outputs(out_leaves, "jacrev")

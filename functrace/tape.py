@@ -144,6 +144,26 @@ class _EagerTracer(Tracer):
         return f"{type(self).__name__}<{self.aval!r}>"
 
 
+def _operands(trace, cls, args, attr: str):
+    """The parent values of ``args`` (``trace``'s own tracers, of class ``cls``, replaced by
+    their primal; an autograd NDArray, a constant here, by its value), and per operand the
+    own tracer's ``attr`` (None for the others), or None when no operand is the trace's own.
+    (TapeTrace.record inlines the same loop: it is the hottest path of un-jitted grad.)"""
+    tags = None
+    vals = args
+    for i, a in enumerate(args):
+        if type(a) is cls and a._trace is trace:
+            if tags is None:
+                tags = [None] * len(args)
+                vals = list(args)
+            tags[i] = getattr(a, attr)
+            vals[i] = a._primal
+        elif isinstance(a, Tracer) and a._trace.eager and not isinstance(a, _EagerTracer):
+            vals = list(vals) if vals is args else vals
+            vals[i] = a.value
+    return vals, tags
+
+
 def unwrap(x, trace):
     """``x``'s value in ``trace``'s parent: a tracer of ``trace`` gives its primal."""
     return x._primal if isinstance(x, _EagerTracer) and x._trace is trace else x
@@ -491,18 +511,7 @@ class JVPTrace(Trace):
         return JVPTracer(self, _as_value(primal), tangent)
 
     def record(self, op, args, params):
-        tans = None
-        vals = args
-        for i, a in enumerate(args):
-            if type(a) is JVPTracer and a._trace is self:
-                if tans is None:
-                    tans = [None] * len(args)
-                    vals = list(args)
-                tans[i] = a._tangent
-                vals[i] = a._primal
-            elif isinstance(a, Tracer) and a._trace.eager and not isinstance(a, _EagerTracer):
-                vals = list(vals) if vals is args else vals
-                vals[i] = a.value
+        vals, tans = _operands(self, JVPTracer, args, "_tangent")
         parent = self.parent
         out = _bind_in(parent, op, vals, params)
         if tans is None or op.zero_grad:
@@ -617,18 +626,7 @@ class BatchTrace(Trace):
         return BatchTracer(self, _as_value(batch), bdim)
 
     def record(self, op, args, params):
-        dims = None
-        vals = args
-        for i, a in enumerate(args):
-            if type(a) is BatchTracer and a._trace is self:
-                if dims is None:
-                    dims = [None] * len(args)
-                    vals = list(args)
-                dims[i] = a._bdim
-                vals[i] = a._primal
-            elif isinstance(a, Tracer) and a._trace.eager and not isinstance(a, _EagerTracer):
-                vals = list(vals) if vals is args else vals
-                vals[i] = a.value
+        vals, dims = _operands(self, BatchTracer, args, "_bdim")
         parent = self.parent
         if dims is None:
             return _bind_in(parent, op, vals, params)
