@@ -47,6 +47,10 @@ import tracemalloc
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import check_close
+from _timing import interleaved as _interleaved
 
 import functrace as ft
 import functrace.numpy as fnp
@@ -77,36 +81,13 @@ QUICK = False
 # timing
 # --------------------------------------------------------------------------------------------
 
-def _calib(fn, budget):
-    t0 = time.perf_counter()
-    fn()
-    dt = time.perf_counter() - t0
-    return max(1, int(budget / max(dt, 1e-7)))
-
-
 def interleaved(fns: dict, rounds=7, budget=0.05):
     """Median seconds per call of each function; rounds interleave the backends."""
-    numbers = {k: _calib(f, budget) for k, f in fns.items()}
-    times = {k: [] for k in fns}
-    for _ in range(rounds if not QUICK else 3):
-        for k, f in fns.items():
-            n = numbers[k]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            times[k].append((time.perf_counter() - t0) / n)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return _interleaved(fns, rounds if not QUICK else 3, budget)
 
 
 def check(name, got, want, rtol):
-    got = [np.asarray(g, dtype=np.float64) for g in got]
-    want = [np.asarray(w, dtype=np.float64) for w in want]
-    for g, w in zip(got, want, strict=True):
-        scale = max(1.0, float(np.max(np.abs(w))))
-        err = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
-        if not err <= rtol:
-            raise AssertionError(f"{name}: result differs from the hand-derived gradient "
-                                 f"(max rel err {err:.2e} > {rtol:.0e})")
+    check_close(name, got, want, rtol, "the hand-derived gradient")
 
 
 def to_np(x):

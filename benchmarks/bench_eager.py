@@ -29,16 +29,16 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import autograd
 import autograd.numpy as anp
+from _timing import check_close, interleaved
 from autograd.scipy.special import logsumexp as alse
 
 import functrace as ft
@@ -47,32 +47,8 @@ import functrace.numpy as fnp
 QUICK = False
 
 
-def interleaved(fns: dict, rounds=9, budget=0.05):
-    numbers = {}
-    for k, f in fns.items():
-        f()
-        t0 = time.perf_counter()
-        f()
-        numbers[k] = max(1, int(budget / max(time.perf_counter() - t0, 1e-7)))
-    times = {k: [] for k in fns}
-    for _ in range(3 if QUICK else rounds):
-        for k, f in fns.items():
-            n = numbers[k]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            times[k].append((time.perf_counter() - t0) / n)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def check(name, got, want, rtol=1e-10):
-    got = [np.asarray(g, dtype=np.float64) for g in got]
-    want = [np.asarray(w, dtype=np.float64) for w in want]
-    for g, w in zip(got, want, strict=True):
-        scale = max(1.0, float(np.max(np.abs(w))))
-        err = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
-        if not err <= rtol:
-            raise AssertionError(f"{name}: functrace and autograd differ ({err:.2e})")
+    check_close(name, got, want, rtol, "autograd's")
 
 
 ROWS = []
@@ -80,7 +56,8 @@ ROWS = []
 
 def run(name, ft_fn, ag_fn, args, rtol=1e-10, flat=lambda r: [r]):
     check(name, flat(ft_fn(*args)), flat(ag_fn(*args)), rtol)
-    med = interleaved({"functrace": lambda: ft_fn(*args), "autograd": lambda: ag_fn(*args)})
+    med = interleaved({"functrace": lambda: ft_fn(*args), "autograd": lambda: ag_fn(*args)},
+                      rounds=3 if QUICK else 9)
     ROWS.append((name, med["functrace"], med["autograd"]))
 
 

@@ -32,7 +32,7 @@ from .core import AVal, Eqn, Graph, Lit, Var
 from .errors import FunctraceTypeError, MissingRuleError, ShapeError, where
 from .tracing import Trace, Tracer, _current, _source_override, _wanted, source_line
 
-__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency"]
+__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -63,27 +63,32 @@ def _value_aval(x) -> AVal:
     return AVal.of(np.asarray(x))
 
 
-def _fit(ct, aval: AVal, eqn: Eqn):
-    """Make a rule's cotangent (or tangent) match its primal's type: sum a broadcast 0-d
-    operand's cotangent, broadcast a 0-d operand's tangent, keep the primal dtype (a real
-    cotangent for a complex primal is cast)."""
-    cav = _value_aval(ct)
-    if cav.shape != aval.shape:
-        if aval.shape == ():
-            ct = ops.reduce_sum(ct, tuple(range(len(cav.shape))))
-        elif cav.shape == ():
+def fit_to(ct, shape: tuple, dtype: np.dtype, op_name: str):
+    """Make a rule's cotangent (or tangent) ``ct`` match its primal's ``shape`` and
+    ``dtype``: sum a broadcast 0-d operand's cotangent, broadcast a 0-d operand's tangent,
+    keep the primal dtype (a real cotangent for a complex primal is cast). The graph
+    transforms and the eager tapes both use it: the one place that un-broadcasts."""
+    cs = ct.shape if hasattr(ct, "shape") else np.shape(ct)
+    if cs != shape:
+        if shape == ():
+            ct = ops.reduce_sum(ct, tuple(range(len(cs))))
+        elif cs == ():
             # forward mode: only the 0-d operand of a broadcasting elementwise op has a
             # tangent (add(x, mean(w)) with x constant): the output's tangent is broadcast
-            ct = ops.broadcast_in_dim(ct, aval.shape, ())
+            ct = ops.broadcast_in_dim(ct, tuple(shape), ())
         else:
-            raise ShapeError(f"the rule of {eqn.op.name if eqn else 'a custom function'} "
-                             f"returned a value of shape {cav.shape} for an operand of shape "
-                             f"{aval.shape} ({where()})")
-    if cav.dtype != aval.dtype:
-        if aval.dtype.kind == "f" and cav.dtype.kind == "c":
+            raise ShapeError(f"the rule of {op_name} returned a value of shape {cs} for an "
+                             f"operand of shape {shape} ({where()})")
+    cdt = ct.dtype if hasattr(ct, "dtype") else np.asarray(ct).dtype
+    if cdt != dtype:
+        if dtype.kind == "f" and cdt.kind == "c":
             ct = ops.real(ct)
-        ct = ops.convert_element_type(ct, aval.dtype)
+        ct = ops.convert_element_type(ct, dtype)
     return ct
+
+
+def _fit(ct, aval: AVal, eqn: Eqn):
+    return fit_to(ct, aval.shape, aval.dtype, eqn.op.name if eqn else "a custom function")
 
 
 def _extending_trace(g: Graph):

@@ -41,9 +41,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import ops
-from .autodiff import rule_dependency, zeros_like
+from .autodiff import fit_to, rule_dependency, zeros_like
 from .core import AVal, Params, SourceInfo, Var
-from .errors import _PKG_DIR, FunctraceWarning, MissingRuleError, ShapeError, TracerLeakError
+from .errors import _PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
 from .tracing import (
     Trace,
     Tracer,
@@ -178,22 +178,8 @@ def zeros_of(like):
 
 
 def _fit(ct, like, op_name: str):
-    """Make a rule's result match its primal ``like``: sum a broadcast 0-d operand's
-    cotangent, broadcast a 0-d tangent, keep the primal's dtype."""
-    cs, ls = ct.shape, like.shape
-    if cs != ls:
-        if ls == ():
-            ct = ops.reduce_sum(ct, tuple(range(len(cs))))
-        elif cs == ():
-            ct = ops.broadcast_in_dim(ct, tuple(ls), ())
-        else:
-            raise ShapeError(f"the rule of {op_name} returned a value of shape {cs} for an "
-                             f"operand of shape {ls}; at {source_line(_user_source())}")
-    if ct.dtype != like.dtype:
-        if like.dtype.kind == "f" and ct.dtype.kind == "c":
-            ct = ops.real(ct)
-        ct = ops.convert_element_type(ct, like.dtype)
-    return ct
+    """Make a rule's result match its primal ``like`` (``autodiff.fit_to``)."""
+    return fit_to(ct, like.shape, like.dtype, op_name)
 
 
 def _record_source(parent) -> SourceInfo | None:
