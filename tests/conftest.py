@@ -14,6 +14,21 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+def pytest_configure(config):
+    """Resolve ``FUNCTRACE_FUZZ_SEED=random`` once, here, so that pytest-xdist workers (which
+    inherit this environment) and the simulator's subprocesses all fuzz the same programs."""
+    from fuzz_programs import fuzz_seed
+    fuzz_seed()
+
+
+def pytest_report_header(config):
+    """The fuzzer's seed and program count head every run, so a red CI can be replayed."""
+    seed = os.environ.get("FUNCTRACE_FUZZ_SEED", "0")
+    n = os.environ.get("FUNCTRACE_FUZZ_PROGRAMS", "500")
+    return [f"functrace fuzz: FUNCTRACE_FUZZ_SEED={seed}, {n} programs "
+            "(FUNCTRACE_FUZZ_SEED=random explores new ones)"]
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``slow`` run only when asked for (``-m slow``, or any ``-m`` expression
     naming ``slow``); the default run skips them."""
