@@ -98,30 +98,32 @@ def _partials(derivative, nin: int) -> tuple:
     return tuple(partial(i) for i in range(nin))
 
 
-def smooth_rules(op: Op, derivative, nin: int) -> None:
+def smooth_rules(op: Op, derivative, nin: int, coerce: bool = False) -> None:
     """Attach the vjp (``ct * d``) and jvp (``sum of t * d``) rules of an elementwise op from
     its partial derivatives (``_partials``), written with op-level or ``functrace.numpy``
     functions, so the rules differentiate again."""
     ds = _partials(derivative, nin)
+    # the package's partials have the operands' dtype; a user's (functrace.numpy) may not
+    _times_ = _times if coerce else mul
     if len(ds) == 1:
         d = ds[0]
 
         def vjp(cts, ins, outs, **p):
-            return (_times(cts[0], d(ins[0], outs[0], **p)),)
+            return (_times_(cts[0], d(ins[0], outs[0], **p)),)
 
         def jvp(primals, tangents, outs, **p):
-            return (_times(tangents[0], d(primals[0], outs[0], **p)),)
+            return (_times_(tangents[0], d(primals[0], outs[0], **p)),)
     else:
         def vjp(cts, ins, outs, **p):
             ct = cts[0]
             return tuple(None if d is None or not cotangent_wanted(i)
-                         else _times(ct, d(*ins, outs[0], **p)) for i, d in enumerate(ds))
+                         else _times_(ct, d(*ins, outs[0], **p)) for i, d in enumerate(ds))
 
         def jvp(primals, tangents, outs, **p):
             acc = None
             for t, d in zip(tangents, ds):
                 if t is not None and d is not None:
-                    term = _times(t, d(*primals, outs[0], **p))
+                    term = _times_(t, d(*primals, outs[0], **p))
                     acc = term if acc is None else add(acc, term)
             return (acc,)
     op.vjp, op.jvp = vjp, jvp
@@ -159,7 +161,7 @@ def elementwise_op(name: str, impl: Callable, nin: int = 1, *, scalar=None, cpu=
     op = Op(name, abstract_eval, impl, elementwise=True, scalar=scalar, code=code,
             batch_family="elementwise", module=module, **traits)
     if derivative is not None:
-        smooth_rules(op, derivative, nin)
+        smooth_rules(op, derivative, nin, coerce=not module.startswith("functrace"))
     return attach(op)
 
 
