@@ -15,7 +15,7 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import device, nn, test_util, tree_util
+from . import device, extend, nn, test_util, tree_util  # noqa: F401  (ft.extend)
 from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
                   stop_gradient, trace, value_and_grad, vjp)
 from .core import AVal, Graph, verify

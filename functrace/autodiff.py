@@ -301,30 +301,16 @@ def rule_dependency(op, params, in_key: tuple, out_avals: tuple, active: tuple):
 
 
 # --------------------------------------------------------------------------------------------
-# Ops whose rules are transforms of sub-graphs: checkpoint and custom_vjp
+# Rules of the ops whose rules are transforms of sub-graphs (checkpoint, custom_vjp_call,
+# custom_jvp_call: declared in ops/control.py, below this layer; their rules are attached here)
 # --------------------------------------------------------------------------------------------
 
-from .core import Op  # noqa: E402
+from .ops.control import checkpoint_p, custom_jvp_call_p, custom_vjp_call_p  # noqa: E402
 from .tracing import bind, eval_graph, trace_to_graph  # noqa: E402
-
-
-def _sub_abstract(*avals, graph, **_):
-    if tuple(avals) != graph.in_avals:
-        raise TypeError(f"sub-graph takes {graph.in_avals}, got {tuple(avals)}")
-    return graph.out_avals
 
 
 def _float_inputs(g: Graph) -> list[int]:
     return [i for i, v in enumerate(g.inputs) if _differentiable(v.aval)]
-
-
-def _checkpoint_impl(*args, graph, prevent_cse=True):
-    return tuple(eval_graph(graph, list(args)))
-
-
-checkpoint_p = Op("checkpoint", _sub_abstract, _checkpoint_impl, multiple_results=True,
-                  doc="Evaluate a sub-graph; its vjp recomputes the forward pass instead of "
-                      "keeping intermediates alive.")
 
 
 def _checkpoint_vjp(cts, ins, outs, *, graph, prevent_cse=True):
@@ -374,18 +360,6 @@ class _Rule:
 
     def __repr__(self):
         return f"<custom_vjp rule of {self.name}>"
-
-
-def _custom_vjp_impl(*args, fun_graph, rule):
-    return tuple(eval_graph(fun_graph, list(args)))
-
-
-def _custom_vjp_abstract(*avals, fun_graph, rule):
-    return _sub_abstract(*avals, graph=fun_graph)
-
-
-custom_vjp_call_p = Op("custom_vjp_call", _custom_vjp_abstract, _custom_vjp_impl,
-                       multiple_results=True)
 
 
 def _defined_at(fn) -> str:
@@ -496,18 +470,6 @@ class _JvpRule:
 
     def __repr__(self):
         return f"<custom_jvp rule of {self.name}>"
-
-
-def _custom_jvp_impl(*args, fun_graph, rule):
-    return tuple(eval_graph(fun_graph, list(args)))
-
-
-def _custom_jvp_abstract(*avals, fun_graph, rule):
-    return _sub_abstract(*avals, graph=fun_graph)
-
-
-custom_jvp_call_p = Op("custom_jvp_call", _custom_jvp_abstract, _custom_jvp_impl,
-                       multiple_results=True)
 
 
 def _tangent_outputs(rule, fun_graph, primals, tangents):

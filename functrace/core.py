@@ -26,7 +26,7 @@ import numpy as np
 from .errors import FunctraceError, FunctraceTypeError, ShapeError
 
 __all__ = [
-    "AVal", "Var", "Lit", "Eqn", "Graph", "Op", "Params", "SourceInfo", "verify",
+    "AVal", "Var", "Lit", "Eqn", "Graph", "Op", "ScalarCode", "Params", "SourceInfo", "verify",
     "to_dtype", "registry", "get_op", "on_device", "to_host",
 ]
 
@@ -360,30 +360,79 @@ class Graph:
 registry: dict[str, Op] = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class ScalarCode:
+    """How one target computes an elementwise op inside a generated kernel.
+
+    Attributes:
+        expr: a template over the operands ``{0}, {1}, ...`` and the params, or a callable
+            ``(args, params, in_dtypes, out_dtype) -> str``; None: the op's ``scalar``.
+        kinds: the operand dtype kinds (numpy letters) for which the code computes numpy's
+            result exactly; operands of other kinds leave the equation unfused there.
+        alone: an equation of this op deserves a kernel even when nothing fuses with it
+            (a vectorised polynomial beats numpy's loop).
+    """
+
+    expr: str | Callable[..., str] | None = None
+    kinds: str = "biuf"
+    alone: bool = False
+
+
 @dataclasses.dataclass(eq=False)
 class Op:
     """Everything about one primitive, in one declaration.
+
+    Rules are attached once, by the declaration or by the layer that owns them (autodiff and
+    batching attach rules to the sub-graph ops declared below them), as plain attributes:
+    ``op.vjp = rule``. Passes and backends read every other fact from the fields below; no
+    table elsewhere names ops.
 
     Attributes:
         name: unique primitive name; the Python object is conventionally ``<name>_p``.
         abstract_eval: ``(*avals, **params) -> AVal | tuple[AVal, ...]``; raises ShapeError
             or TypeError with a message naming the problem.
         impl: the numpy implementation ``(*arrays, **params) -> array | tuple``; the living
-            definition every backend is tested against. ``xp`` (the array module) is passed
-            as keyword when ``impl_takes_xp`` is set.
+            definition every backend is tested against.
         multiple_results: whether the op returns a tuple.
         vjp: reverse rule ``(cts, inputs, outputs, **params) -> tuple[ct | None, ...]``
             written with op-level functions (so it is differentiable itself). ``cts`` is a
             tuple with one cotangent per output (None where the cotangent is zero).
         jvp: forward rule ``(primals, tangents, outputs, **params) -> tangents_out`` (tangent
             None means symbolic zero).
-        batch: batching rule ``(args, dims, **params) -> (outs, out_dims)``.
-        kernel: scalar expression template for elementwise ops, e.g. ``"math.sin({0})"``.
+        batch: batching rule ``(args, dims, **params) -> (outs, out_dims)``; None: the rule of
+            ``batch_family`` (``batching.py``), built once per op.
+        batch_family: ``"elementwise"``, ``"axes"`` (the params ``batch_axes`` names axes of
+            the single operand), ``"leading"`` (any leading batch axes are accepted).
+        batch_axes: the param that holds axes, for the ``"axes"`` family.
         elementwise, reduction, linear: structural flags used by passes and backends.
+        scalar: the op's scalar code for generated kernels: a template over ``{0}, {1}, ...``
+            valid on every target, or a Python function of scalars that numba compiles.
+        code: target name (``"cpu"``, ``"cuda"``) -> ``ScalarCode`` (that target's own code,
+            dtype kinds and preference, overriding ``scalar``) or a string (why that target
+            never fuses the op).
+        reduce_kind: the kernel reduction this op is (``"sum"``, ``"prod"``, ``"max"``,
+            ``"min"``, ``"and"``, ``"or"``, ``"logsumexp"``), or None.
+        fusion: ``"view"`` (a re-indexing of its operand that kernels fold into their index
+            maps: ``view_map(eqn)`` gives the map), ``"shifted"`` (a guarded shifted read of
+            its first operand, like ``pad``), or None.
+        view_map: for ``fusion="view"``: ``eqn -> tuple | None``, the output axis each operand
+            axis is read from (None: a unit axis read at 0); None: not a pure re-indexing.
+        reindex: the result is a re-indexing of the operand (no arithmetic): slice, reshape...
+        strided_view: a view a flat buffer cannot hold (broadcast, transpose): a value of its
+            own is a copy.
+        cheap: cheap enough to recompute in a later kernel rather than store.
+        fresh: the impl always returns new arrays, never a view of an input (default: what
+            ``elementwise`` says).
+        c_result: the impl's results are C-contiguous and writeable whenever its inputs are:
+            a bool or ``eqn -> bool`` (default: ``fresh`` for elementwise ops).
+        singular: ``(operand index, a value where the op is smooth)`` for ops singular
+            somewhere (log at 0): the where lint looks for them.
         differentiable: False for ops with no derivative (argmax, ...): differentiating
             through one is a MissingRuleError. Piecewise-constant ops (floor, comparisons)
             are differentiable with a zero rule (``zero_grad=True``).
         zero_grad: the derivative is zero everywhere it exists (floor, sign, comparisons).
+        module: the module that declared the op (a document naming an unknown op says to
+            import it).
     """
 
     name: str
@@ -393,19 +442,34 @@ class Op:
     vjp: Callable[..., Any] | None = None
     jvp: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
-    kernel: str | None = None
+    batch_family: str | None = None
+    batch_axes: str | None = None
     elementwise: bool = False
     reduction: bool = False
     linear: bool = False
+    scalar: str | Callable[..., Any] | None = None
+    code: dict = dataclasses.field(default_factory=dict)
+    reduce_kind: str | None = None
+    fusion: str | None = None
+    view_map: Callable[..., Any] | None = None
+    reindex: bool = False
+    strided_view: bool = False
+    cheap: bool = False
+    fresh: bool | None = None
+    c_result: bool | Callable[..., bool] | None = None
+    singular: tuple[int, float] | None = None
     differentiable: bool = True
     zero_grad: bool = False
-    transpose: Callable[..., Any] | None = None
-    doc: str = ""
-    extra: dict = dataclasses.field(default_factory=dict)
+    module: str = ""
 
     def __post_init__(self):
         if self.name in registry:
-            raise ValueError(f"op {self.name!r} is declared twice")
+            raise ValueError(f"op {self.name!r} is declared twice (first by "
+                             f"{registry[self.name].module or 'functrace'})")
+        if self.fresh is None:
+            self.fresh = self.elementwise
+        if self.c_result is None:
+            self.c_result = self.elementwise and self.fresh
         registry[self.name] = self
 
     def __repr__(self):
@@ -413,18 +477,6 @@ class Op:
 
     def __reduce__(self):
         return (get_op, (self.name,))
-
-    def def_vjp(self, rule):
-        self.vjp = rule
-        return rule
-
-    def def_jvp(self, rule):
-        self.jvp = rule
-        return rule
-
-    def def_batch(self, rule):
-        self.batch = rule
-        return rule
 
 
 def get_op(name: str) -> Op:

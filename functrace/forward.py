@@ -34,7 +34,7 @@ from .api import (
     check_argnums,
 )
 from .autodiff import jvp_graph
-from .batching import bdim_to_front, install_rules, moveaxis
+from .batching import bdim_to_front, moveaxis
 from .core import AVal
 from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
 from .ops._base import as_array
@@ -288,7 +288,6 @@ def _check_axes_spec(spec, what):
 def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
     """``fun`` on the batched ``leaves`` (batch axis ``dims[i]`` or None); outputs with their
     batch axis at ``out_axes``."""
-    install_rules()
     trace = BatchTrace(_current.get(), size)
     ins = [x if d is None else trace.input(x, d) for x, d in zip(leaves, dims)]
     out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)

@@ -351,6 +351,8 @@ def _enc_graph(g: Graph, names: _Names) -> dict:
                "outputs": [define(o) for o in e.outputs]}
         if e.source is not None:
             row["source"] = encode_source(e.source)
+        if e.op.module and not e.op.module.startswith("functrace"):
+            row["module"] = e.op.module   # an extension op: the module to import (never imported)
         eqns.append(row)
     return {"inputs": inputs, "eqns": eqns,
             "outputs": [atom(a, f"outputs[{i}]") for i, a in enumerate(g.outputs)]}
@@ -640,7 +642,10 @@ def _dec_graph(d: Any, where: str, depth: int = 0) -> Graph:
         try:
             op = get_op(name)
         except FunctraceError:
-            _fail(f"{w}.op", f"unknown op {name!r} (not in functrace's op registry)")
+            mod = e.get("module")
+            _fail(f"{w}.op", f"unknown op {name!r} (not in functrace's op registry)" + (
+                f"; it is defined by module {mod!r}: import it before loading (a document "
+                "never imports code)" if isinstance(mod, str) else ""))
         w = f"{w} ({name})"
         args = [atom(a, f"{w}.inputs[{j}]") for j, a in enumerate(_get(e, "inputs", list, w))]
         raw_params = e.get("params", {})

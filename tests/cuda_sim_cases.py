@@ -43,7 +43,7 @@ import functrace.numpy as fnp
 from functrace import ops, tree_util
 from functrace.backends import cuda_codegen, numba_cuda, numpy_ref
 from functrace.backends.numba_cuda import Executable, HostArrays, LaunchConfig
-from functrace.core import AVal
+from functrace.core import AVal, ScalarCode
 from functrace.passes.fusion import Group
 from functrace.tracing import trace_to_graph
 
@@ -572,7 +572,7 @@ def test_donated_input_buffer_is_reused():
 
 
 def test_a_kernel_that_fails_to_compile_runs_as_single_ops(monkeypatch):
-    monkeypatch.setitem(cuda_codegen.CUDA_EXPRS, "sinh", "undefined_function({0})")
+    monkeypatch.setitem(ops.sinh_p.code, "cuda", ScalarCode("undefined_function({0})", "f"))
     g = graph_of(lambda x: [fnp.sinh(x) * fnp.exp(x)], AVal((20,), "float64"))
     x = np.linspace(-1, 1, 20)
     ex = Executable(g, arrays=HostArrays(), config=SIM, eager=True)
@@ -584,7 +584,7 @@ def test_a_kernel_that_fails_to_compile_runs_as_single_ops(monkeypatch):
 def test_a_skinny_product_whose_kernel_fails_runs_as_a_product(monkeypatch):
     # as single ops its multiply would store the whole (K, M, N) loop nest: the executor puts
     # the product back instead, and the rest of the graph still runs as kernels
-    monkeypatch.setitem(cuda_codegen.CUDA_EXPRS, "mul", "undefined_function({0}, {1})")
+    monkeypatch.setitem(ops.mul_p.code, "cuda", ScalarCode("undefined_function({0}, {1})", "iuf"))
     rng = np.random.default_rng(14)
     x, w = rng.standard_normal((12, 40)), rng.standard_normal((40, 10))
     g = graph_of(lambda x, w: [fnp.tanh(x @ w)], AVal(x.shape, x.dtype), AVal(w.shape, w.dtype))

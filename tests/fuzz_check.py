@@ -520,22 +520,25 @@ def _check_vmap(progs, f, owner_out, B=3):
 @contextlib.contextmanager
 def kernel_variant(libm: bool = False):
     """CPU kernels compiled differently for the duration. ``libm``: the vecmath ops
-    (``cpu_target.VECMATH_OPS``) as numba's libm calls (``np.sin(x)``), ~10x cheaper to
+    (CPU code from ``scalar_code.vecmath``) as numba's libm calls (``np.sin(x)``), ~10x cheaper to
     compile (vecmath's accuracy and special values are tested by tests/test_vecmath.py).
     Kernel keys are hashes of their source, so variants never share kernels; compiled
     executables are forgotten on entry and exit."""
-    from functrace.backends import cpu_target, numba_cpu
-    exprs = dict(cpu_target.CPU_EXPRS)
+    from functrace.backends import numba_cpu
+    from functrace.core import ScalarCode, registry
+    saved = {op: op.code.get("cpu") for op in registry.values()}
     numba_cpu.clear_memory_caches()
     try:
         if libm:
-            for name in cpu_target.VECMATH_OPS:
-                if name != "logistic":          # no numpy function of that name
-                    cpu_target.CPU_EXPRS[name] = f"np.{name}({{0}})"
+            for op, c in saved.items():
+                if c is not None and not isinstance(c, str) and hasattr(c.expr, "vecmath") \
+                        and op.name != "logistic":          # no numpy function of that name
+                    op.code["cpu"] = ScalarCode(f"np.{op.name}({{0}})", c.kinds, c.alone)
         yield
     finally:
-        cpu_target.CPU_EXPRS.clear()
-        cpu_target.CPU_EXPRS.update(exprs)
+        for op, c in saved.items():
+            if c is not None:
+                op.code["cpu"] = c
         numba_cpu.clear_memory_caches()
 
 

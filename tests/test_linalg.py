@@ -12,7 +12,7 @@ import pytest
 
 import functrace as ft
 import functrace.numpy as fnp
-from functrace.ops import linalg as L
+from functrace import ops as L
 
 LA = fnp.linalg
 

@@ -26,7 +26,7 @@ import functrace as ft
 import functrace.numpy as fnp
 from functrace import ops
 from functrace.backends import numba_cpu, numpy_ref
-from functrace.core import AVal, Var
+from functrace.core import AVal, ScalarCode, Var
 from functrace.passes.fusion import Group, OpStep, plan_fusion
 from functrace.passes.memory import plan_buffers
 from functrace.passes.simplify import optimize
@@ -476,7 +476,7 @@ def test_first_call_runs_on_the_interpreter_then_compiles():
 
 
 def test_compile_failure_falls_back_to_numpy(monkeypatch, caplog):
-    monkeypatch.setitem(numba_cpu.CPU_EXPRS, "cosh", "no_such_function({0})")
+    monkeypatch.setitem(ops.cosh_p.code, "cpu", ScalarCode("no_such_function({0})"))
     g = graph_of(lambda x: [ops.cosh(ops.mul(x, np.asarray(2.0)))], AVal((8,), "float64"))
     ex = numba_cpu.Executable(g, eager=True)
     x = np.linspace(-1, 1, 8)

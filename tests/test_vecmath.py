@@ -339,10 +339,16 @@ def test_table_and_attributes():
     assert vm.vexp(0.0) == 1.0
     assert vm.vlog(1.0) == 0.0
     assert isinstance(vm.vsin(np.float32(1.0)), float)
-    # native float32 variants: the code generator's table names the same functions
-    from functrace.backends.cpu_target import VECMATH_F32_OPS, VECMATH_OPS
-    assert set(VECMATH_F32_OPS) == set(vm.VECMATH_F32) & set(VECMATH_OPS)
-    assert all(getattr(vm, f) is vm.VECMATH_F32[n] for n, f in VECMATH_F32_OPS.items())
+    # native float32 variants: the ops' CPU code names the same functions
+    from functrace.core import registry
+    from functrace.ops.scalar_code import VECMATH_F32
+    used = {c.expr.vecmath for op in registry.values() for c in [op.code.get("cpu")]
+            if c is not None and not isinstance(c, str) and hasattr(c.expr, "vecmath")}
+    assert {"exp", "log", "tanh", "sigmoid", "sin", "cos"} <= used
+    assert all(hasattr(vm, "v" + f) for f in used)
+    assert VECMATH_F32 == {"sigmoid" if n == "logistic" else n for n in vm.VECMATH_F32} & used
+    assert all(getattr(vm, f"v{n}_f32") is vm.VECMATH_F32["logistic" if n == "sigmoid" else n]
+               for n in VECMATH_F32)
 
 
 def test_native_float32_tanh():

@@ -47,28 +47,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..core import Graph, Lit, Var
+from ..core import Graph, Lit, Op, ScalarCode, Var
+from ..ops.scalar_code import Unsupported, const_expr, convert_expr, dtype_ctor, logic_expr
+from . import scalar_fn
 
 __all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
            "const_expr", "render_cpu", "spec_key", "logic_expr", "convert_expr", "fusible_pad",
-           "operand_read", "read_axes", "read_depth", "literal_kind", "REDUCTION_KINDS",
-           "CHUNK"]
+           "operand_read", "read_axes", "read_depth", "literal_kind", "target_code",
+           "supports", "dtype_ctor", "CHUNK"]
 
 #: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
 CHUNK = 2048
-#: reduction primitive -> reduction kind of the templates
-REDUCTION_KINDS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max",
-                   "reduce_min": "min", "reduce_and": "and", "reduce_or": "or",
-                   "logsumexp": "logsumexp"}
-
-
-class Unsupported(Exception):
-    """The group cannot be expressed as a kernel (the executor runs it with numpy)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +108,8 @@ class KernelSpec:
             of enclosing loops the value needs (0: loop invariant).
         outputs: ``(name, dtype)`` elementwise outputs written at every loop index.
         reduction: the optional closing reduction.
+        helpers: source of the functions the body calls that the module must define (users'
+            scalar functions, ``backends.scalar_fn``), decorated for the target.
     """
 
     ndim: int
@@ -122,6 +117,7 @@ class KernelSpec:
     body: tuple[tuple[str, str, np.dtype, int], ...]
     outputs: tuple[tuple[str, np.dtype], ...]
     reduction: Reduction | None
+    helpers: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -145,29 +141,34 @@ class Binding:
 # per-element expressions
 # --------------------------------------------------------------------------------------------
 
-def dtype_ctor(dt: np.dtype) -> str:
-    """The numpy scalar constructor that types a value in generated code."""
-    dt = np.dtype(dt)
-    return "np.bool_" if dt.kind == "b" else f"np.{dt.name}"
+def target_code(op: Op, target: str) -> ScalarCode | str:
+    """The code ``target`` computes elementwise ``op`` with (its ``code[target]``, else the
+    op's ``scalar``; a scalar *function* inlined by ``scalar_fn``), or why it has none."""
+    c = op.code.get(target)
+    if isinstance(c, str):
+        return c
+    expr = c.expr if c is not None else None
+    if expr is None:
+        expr = op.scalar
+        if expr is None:
+            return (f"{op.name} declares no scalar code for the {target} target (give it "
+                    f"scalar= or {target}=, or say why not)")
+        if callable(expr):
+            expr = scalar_fn.inline(op, target)
+            if isinstance(expr, str):
+                return expr
+    return ScalarCode(expr, c.kinds, c.alone) if c is not None else ScalarCode(expr)
 
 
-def const_expr(value, dtype) -> str:
-    """Source text of a typed scalar constant (exact: repr round-trips)."""
-    dt = np.dtype(dtype)
-    v = np.asarray(value, dt).item()
-    if dt.kind == "b":
-        return "True" if v else "False"
-    if dt.kind in "iu":
-        return f"{dtype_ctor(dt)}({int(v)})"
-    if dt.kind == "f":
-        if math.isnan(v):
-            txt = "np.nan"
-        elif math.isinf(v):
-            txt = "np.inf" if v > 0 else "-np.inf"
-        else:
-            txt = repr(float(v))
-        return f"{dtype_ctor(dt)}({txt})"
-    raise Unsupported(f"constant of dtype {dt}")
+def supports(op: Op, target: str) -> bool | str:
+    """Whether ``target``'s kernels can hold ``op`` at all (dtypes aside): True, or why not."""
+    if op.elementwise:
+        c = target_code(op, target)
+        return True if isinstance(c, ScalarCode) else c
+    if op.fusion in ("view", "shifted") or op.reduce_kind is not None:
+        return True
+    return (f"{op.name} is not elementwise, a view, a shifted read or a kernel reduction: "
+            "it runs as an op step (its impl, or a library call)")
 
 
 # dtypes whose arithmetic numba keeps in the operand type without a cast
@@ -178,7 +179,7 @@ def element_expr(op_name: str, template: str | Callable | None, args: list[str],
                  params: Mapping, in_dtypes: list[np.dtype], out_dtype: np.dtype) -> str:
     """The scalar expression of one elementwise equation.
 
-    ``template`` comes from the target's expression table (or the op's ``kernel`` field):
+    ``template`` is the target's code for the op (``target_code``):
     a format string over ``{0}, {1}, ...`` and the params, or a callable
     ``(args, params, in_dtypes, out_dtype) -> str``. Operands are always names or constants,
     so templates may repeat them. The result is cast to the equation's dtype where the
@@ -206,7 +207,7 @@ def fusible_pad(e, dtype_ok: Callable[[np.dtype], bool] = lambda dt: True) -> bo
     """Whether ``pad`` equation ``e`` can be a guarded shifted read in a kernel: no interior
     padding, a scalar literal fill, a non-empty operand of rank >= 1, and a dtype the target
     handles."""
-    if e.op.name != "pad":
+    if e.op.fusion != "shifted":
         return False
     x, v = e.inputs
     if x.aval.ndim == 0 or x.aval.size == 0:
@@ -260,14 +261,13 @@ def operand_read(k: int, o: Operand, unsigned: frozenset = frozenset()) -> str:
 # group -> spec
 # --------------------------------------------------------------------------------------------
 
-def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec, Binding]:
+def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, Binding]:
     """Build the kernel spec and its plan-time binding for a fusion group.
 
     Args:
         graph: the graph the group belongs to.
         group: a ``passes.fusion.Group``.
-        exprs: the target's expression table (op name -> template); ops not in it use their
-            ``kernel`` field.
+        target: the target whose code the body uses (``target_code``: ``"cpu"``, ``"cuda"``).
         view_of: the fusion plan's view resolver (``FusionPlan.resolve``): ``(atom,
             loop_shape, group) -> (root atom, index map)``.
 
@@ -293,6 +293,7 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     diag_index: dict[tuple, str] = {}         # (id(literal), dp, dq) -> body value name
     diags: list[tuple] = []       # (name, dp, dq, (k, lo, hi), value, zero, dtype)
     tmp = 0
+    helpers: list[str] = []
 
     def literal_value(root, amap) -> str | None:
         """A uniform literal's constant, or the body value of a single-diagonal one read with
@@ -366,11 +367,17 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
     for e in eqns:
         if e is red_eqn:
             continue
-        if e.op.name == "pad":
+        if e.op.fusion == "shifted":
             names[e.outputs[0]] = shifted_operand(e)
             continue
         args = [operand(a) for a in e.inputs]
-        template = exprs.get(e.op.name, e.op.kernel)
+        code = target_code(e.op, target)
+        if isinstance(code, str):
+            raise Unsupported(code)
+        template = code.expr
+        helper = getattr(template, "helper", None)
+        if helper is not None and helper not in helpers:
+            helpers.append(helper)
         expr = element_expr(e.op.name, template, args, e.params,
                             [a.aval.dtype for a in e.inputs], e.outputs[0].aval.dtype)
         name = f"t{tmp}"
@@ -380,7 +387,7 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
 
     red = None
     if red_eqn is not None:
-        kind = REDUCTION_KINDS.get(red_eqn.op.name)
+        kind = red_eqn.op.reduce_kind
         if kind is None:
             raise Unsupported(f"reduction {red_eqn.op.name}")
         axes = tuple(red_eqn.params["axes"])
@@ -492,7 +499,7 @@ def build_spec(graph: Graph, group, exprs: Mapping, view_of) -> tuple[KernelSpec
             raise Unsupported("sum/prod of booleans")
         reduction = Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes)
     outs = tuple((n, v.aval.dtype) for n, v in outputs)
-    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction)
+    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers))
     bind_outs = [(v, extents or (1,)) for _, v in outputs]
     bind_red = None
     if reduction is not None:
@@ -581,27 +588,6 @@ def spec_key(source: str) -> str:
 # --------------------------------------------------------------------------------------------
 # expression builders every target shares (logic and casts read the same in numba CPU and CUDA)
 # --------------------------------------------------------------------------------------------
-
-def logic_expr(op):
-    """Expression builder for the logical ops (``and``, ``or``, ``xor``, ``not``): non-bool
-    operands are tested against zero first, as numpy does."""
-    def f(args, params, in_dts, out_dt):
-        a = [x if np.dtype(d).kind == "b" else f"({x} != 0)" for x, d in zip(args, in_dts)]
-        if op == "not":
-            return f"(not {a[0]})"
-        if op == "xor":
-            return f"({a[0]} != {a[1]})"
-        return f"({a[0]} {op} {a[1]})"
-    return f
-
-
-def convert_expr(args, params, in_dts, out_dt):
-    """Expression builder for ``convert_element_type`` (to bool: ``!= 0``, as numpy)."""
-    dt = np.dtype(params["new_dtype"])
-    if dt.kind == "b":
-        return f"({args[0]} != 0)"
-    return f"{dtype_ctor(dt)}({args[0]})"
-
 
 # --------------------------------------------------------------------------------------------
 # the numba CPU loop template
@@ -701,6 +687,8 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     w = _Writer()
     w.prange = parallel and nd > 0 and (red is None or 0 not in red.axes) and not (
         red is not None and nd == 1)
+    for h in spec.helpers:
+        w(0, h + "\n\n")
     if decorator:
         w(0, decorator)
     w(0, f"def {fn_name}({', '.join(args)}):")

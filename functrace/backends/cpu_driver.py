@@ -27,7 +27,7 @@ from ..passes.fusion import Group, OpStep, plan_fusion
 from ..passes.memory import escaping_values, plan_buffers, step_io, view_bases
 from . import numpy_ref
 from .codegen import Unsupported, build_spec
-from .cpu_target import CPU_EXPRS, fusible, kernel_module_source, prefer_kernel
+from .cpu_target import TARGET, fusible, kernel_module_source, prefer_kernel
 
 __all__ = ["Program", "KernelStep", "fold_constants_any_size"]
 
@@ -117,7 +117,7 @@ class Program:
             for s in plan.steps:
                 if isinstance(s, Group):
                     try:
-                        spec, binding = build_spec(graph, s, CPU_EXPRS, plan.resolve)
+                        spec, binding = build_spec(graph, s, TARGET, plan.resolve)
                     except Unsupported as exc:
                         log.debug("group %d not fused: %s", s.id, exc)
                         self.unsupported.append(
@@ -373,32 +373,11 @@ def _interpreted(e):
     return lambda *args: impl(*args, **params)
 
 
-# impls that always return newly allocated arrays (never a view of an input)
-_FRESH = {"loop", "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-          "reduce_and", "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "cumsum",
-          "cumprod", "sort",
-          "concatenate", "pad", "scatter", "iota", "cholesky", "triangular_solve", "solve",
-          "inv", "det", "slogdet", "eigh", "svd", "qr"}
-_MAY_ALIAS_EW = {"stop_gradient", "real", "imag", "convert_element_type", "integer_pow"}
-
-
-# op steps whose results are C-contiguous and writeable whenever their inputs are
-_C_RESULT = {"loop", "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-             "reduce_and", "reduce_or", "argmax", "argmin", "logsumexp", "l2norm",
-             "concatenate", "pad", "scatter"}
-
-
 def _c_result(e) -> bool:
-    if e.op.name in _C_RESULT:
-        return True
-    if e.op.name == "slice":   # a slice of a C array is C when only its first axis is cut
-        x = e.inputs[0].aval
-        p = e.params
-        cut = [i for i in range(x.ndim) if (p["start_indices"][i], p["limit_indices"][i],
-                                            p["strides"][i]) != (0, x.shape[i], 1)]
-        return not cut or (cut == [min(cut)] and p["strides"][cut[0]] == 1 and all(
-            x.shape[i] == 1 for i in range(cut[0])))
-    return e.op.elementwise and e.op.name not in _MAY_ALIAS_EW
+    """Whether an op step's results are C-contiguous and writeable whenever its inputs are
+    (the declaration's ``c_result``)."""
+    c = e.op.c_result
+    return c(e) if callable(c) else bool(c)
 
 
 def _c(x):
@@ -409,10 +388,9 @@ def _c(x):
 
 
 def _fresh_result(e) -> bool:
-    """Whether an op step's outputs are new arrays, never views of its inputs."""
-    if e.op.elementwise:
-        return e.op.name not in _MAY_ALIAS_EW
-    return e.op.name in _FRESH
+    """Whether an op step's outputs are new arrays, never views of its inputs (the
+    declaration's ``fresh``)."""
+    return e.op.fresh
 
 
 def _donor(x, nbytes):

@@ -31,7 +31,7 @@ from ..ops.control import loop_slices
 from ..passes.fusion import Group, OpStep, plan_fusion
 from .codegen import Unsupported, build_spec, render_cpu, spec_key
 from .cpu_driver import _dot_dims, fold_constants_any_size, small_dots_as_loops
-from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, CPU_EXPRS, _vecmath_hash, fusible
+from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, TARGET, _vecmath_hash, fusible
 
 __all__ = ["LoopStep", "plan_body", "body_ok", "make_runner", "warm_up"]
 
@@ -80,7 +80,7 @@ class _BodyPlan:
         for _ in range(4):
             plan = plan_fusion(g, fusible, lambda e: True)
             views = {s.eqn for s in plan.steps if isinstance(s, OpStep)
-                     and g.eqns[s.eqn].op.name in _COPIED_VIEWS}
+                     and g.eqns[s.eqn].op.strided_view}
             if not views:
                 break
             g = _materialise(g, views)
@@ -88,7 +88,7 @@ class _BodyPlan:
         self.steps = []
         for s in plan.steps:
             if isinstance(s, Group):
-                spec, binding = build_spec(g, s, CPU_EXPRS, plan.resolve)
+                spec, binding = build_spec(g, s, TARGET, plan.resolve)
                 if spec.reduction is None and not spec.outputs:
                     raise Unsupported("a kernel without outputs")
                 self.steps.append(("kernel", spec, binding, s))
@@ -106,9 +106,8 @@ class _BodyPlan:
                 raise Unsupported("a literal loop result")
 
 
-#: views a trip may need as a value of its own (a contraction's operand, a result): they
-#: become a copy kernel, since a flat buffer cannot be a broadcast or a transposed view
-_COPIED_VIEWS = frozenset({"broadcast_in_dim", "transpose"})
+# views a trip may need as a value of its own (a contraction's operand, a result) whose op is
+# a ``strided_view`` become a copy kernel: a flat buffer cannot be a broadcast or a transpose
 
 
 def _materialise(g: Graph, views: set) -> Graph:

@@ -1,10 +1,11 @@
 """CUDA kernel templates: a ``KernelSpec`` -> the Python source of a ``numba.cuda.jit`` kernel.
 
-Owns the CUDA target's expression table (``CUDA_EXPRS``), what it fuses (``fusible``), and the
+Owns what the CUDA target fuses (``fusible``, ``unfused_reason``: the code of each op is on
+its declaration, ``op.code["cuda"]``, templates in ``ops.scalar_code``), and the
 three launch templates: an elementwise grid-stride loop, and two reduction templates (a
 block per output row with a shared-memory tree, and a thread per output with a serial loop),
 both able to split a long reduction into segments whose partial results a small *finish*
-kernel combines. Specs come from ``codegen.build_spec`` with this table, so the CUDA kernels
+kernel combines. Specs come from ``codegen.build_spec`` for this target, so the CUDA kernels
 have the same fusion groups, operands, index maps and expression bodies as the CPU kernels;
 operand reads (fused ``pad``s' guarded shifted reads included) are ``codegen.operand_read``.
 This file generates text only: it never imports numba or cupy. Imports core and
@@ -39,239 +40,78 @@ import re
 
 import numpy as np
 
+from ..ops.scalar_code import nan_max, nan_min
+from . import scalar_fn
 from .codegen import (
-    REDUCTION_KINDS,
     KernelSpec,
     Reduction,
     Unsupported,
     const_expr,
-    convert_expr,
     dtype_ctor,
     fusible_pad,
-    logic_expr,
     operand_read,
     read_axes,
+    target_code,
 )
+from .codegen import supports as codegen_supports
 
-__all__ = ["CUDA_EXPRS", "fusible", "prefer_kernel", "render_elementwise", "render_reduction",
-           "render_finish", "acc_dtype", "CODEGEN_VERSION", "TRANSCENDENTAL"]
+__all__ = ["fusible", "unfused_reason", "supports", "prefer_kernel", "render_elementwise",
+           "render_reduction", "render_finish", "acc_dtype", "CODEGEN_VERSION", "TARGET"]
 
 CODEGEN_VERSION = "5"
 
 # --------------------------------------------------------------------------------------------
-# the expression table
+# what the target fuses (the code itself is on each op's declaration: ``op.code["cuda"]``)
 # --------------------------------------------------------------------------------------------
 
-#: unary ops that are one libdevice call
-_LIBDEVICE = {"exp": "exp", "expm1": "expm1", "log": "log", "log2": "log2", "log10": "log10",
-              "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
-              "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-              "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sqrt": "sqrt",
-              # special functions (libdevice) for ops that declare them
-              "erf": "erf", "erfc": "erfc", "lgamma": "lgamma"}
-#: ops worth a kernel even alone (a lone cheap op runs as one cupy call: same speed, no compile)
-TRANSCENDENTAL = frozenset(_LIBDEVICE) | {"exp2", "rsqrt", "logistic", "pow", "atan2", "hypot",
-                                          "logaddexp"}
+TARGET = "cuda"
 
 
 def _c(value, dt) -> str:
     return const_expr(value, dt)
 
 
-def _max(a: str, b: str) -> str:
-    # numpy.maximum: NaN in either operand wins; on ties (+-0) the second operand
-    return f"({a} if ({a} > {b} or {a} != {a}) else {b})"
-
-
-def _min(a: str, b: str) -> str:
-    return f"({a} if ({a} < {b} or {a} != {a}) else {b})"
-
-
-def _float_only(fn):
-    """Templates defined for float operands only (others stay unfused: cupy runs them)."""
-    def f(args, params, in_dts, out_dt):
-        if np.dtype(in_dts[0]).kind != "f":
-            raise Unsupported("float-only CUDA expression on non-float data")
-        return fn(args, params, in_dts, out_dt)
-    return f
-
-
-def _ipow(args, params, in_dts, out_dt):
-    x, y = args[0], int(params["y"])
-    dt = np.dtype(out_dt)
-    if y == 0:
-        return _c(1, dt)
-    if y == 1:
-        return x
-    if y == 2:
-        return _product(x, x, dt)
-    if dt.kind in "iu":
-        if 0 < y <= 8:       # wrapping products, like numpy's integer power
-            return "(" + " * ".join([x] * y) + ")"
-        raise Unsupported("integer power outside 0..8")
-    if y == -1:
-        return f"({_c(1, dt)} / {x})"
-    return f"math.pow({x}, {_c(y, dt)})"
-
-
-#: libdevice's round-to-nearest multiply per float dtype (``libdevice`` in a kernel module)
-_MUL_RN = {np.dtype(np.float64): "libdevice.dmul_rn", np.dtype(np.float32): "libdevice.fmul_rn"}
-
-
-def _product(a: str, b: str, dt) -> str:
-    """``a * b`` that no compiler contracts with a following add (floats: ``mul.rn``)."""
-    fn = _MUL_RN.get(np.dtype(dt))
-    return f"{fn}({a}, {b})" if fn else f"({a} * {b})"
-
-
-def _mul(args, params, in_dts, out_dt):
-    return _product(args[0], args[1], in_dts[0])
-
-
-def _exp2(args, params, in_dts, out_dt):
-    return f"math.pow({_c(2, out_dt)}, {args[0]})"
-
-
-def _rsqrt(args, params, in_dts, out_dt):
-    return f"({_c(1, out_dt)} / math.sqrt({args[0]}))"
-
-
-def _logistic(args, params, in_dts, out_dt):
-    # the stable form of the numpy impl: exp(-|x|) never overflows
-    x, one = args[0], _c(1, out_dt)
-    return (f"({one} / ({one} + math.exp(-{x})) if {x} >= {_c(0, out_dt)} "
-            f"else math.exp({x}) / ({one} + math.exp({x})))")
-
-
-def _logaddexp(args, params, in_dts, out_dt):
-    # numpy's npy_logaddexp: equal arguments (incl. +-inf) give x + log(2)
-    x, y = args
-    d = f"({x} - {y})"
-    ln2 = _c(np.log(2.0), out_dt)
-    return (f"({x} + {ln2} if {x} == {y} else ({x} + math.log1p(math.exp(-{d})) if {d} > "
-            f"{_c(0, out_dt)} else ({y} + math.log1p(math.exp({d})) if {d} <= "
-            f"{_c(0, out_dt)} else {d})))")
-
-
-def _sign(args, params, in_dts, out_dt):
-    x = args[0]
-    dt = np.dtype(out_dt)
-    one, zero = _c(1, dt), _c(0, dt)
-    if dt.kind == "u":
-        return f"({one} if {x} > {zero} else {zero})"
-    if dt.kind == "b":
-        return x
-    if dt.kind == "i":
-        return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {zero}))"
-    # numpy: sign(+-0) = +0, sign(nan) = nan
-    return (f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else "
-            f"({x} if {x} != {x} else {zero})))")
-
-
-def _abs(args, params, in_dts, out_dt):
-    if np.dtype(in_dts[0]).kind == "b":
-        return args[0]
-    return f"abs({args[0]})"
-
-
-def _signbit(args, params, in_dts, out_dt):
-    return f"(math.copysign({_c(1, in_dts[0])}, {args[0]}) < {_c(0, in_dts[0])})"
-
-
-def _maxmin(fn):
-    def f(args, params, in_dts, out_dt):
-        if np.dtype(in_dts[0]).kind == "f":
-            return fn(args[0], args[1])
-        return f"max({args[0]}, {args[1]})" if fn is _max else f"min({args[0]}, {args[1]})"
-    return f
-
-
-def _clip(args, params, in_dts, out_dt):
-    x, lo, hi = args
-    if np.dtype(in_dts[0]).kind == "f":
-        # numpy.clip: x itself where it equals a bound (the ufuncs' ties go to the second)
-        return _min(hi, _max(lo, x))
-    return f"min(max({x}, {lo}), {hi})"
-
-
-def _unary_math(fn):
-    return _float_only(lambda args, p, i, o: f"math.{fn}({args[0]})")
-
-
-def _binary_math(fn):
-    return _float_only(lambda args, p, i, o: f"math.{fn}({args[0]}, {args[1]})")
-
-
-def _float_binop(sym):
-    return _float_only(lambda args, p, i, o: f"({args[0]} {sym} {args[1]})")
-
-
-#: op name -> expression template for numba.cuda kernels. An op missing here is not fused on
-#: the GPU (cupy runs it through the op's numpy impl), whatever its ``kernel`` field says:
-#: those templates are Python/numba-CPU text (``np.*`` calls, untyped ``1.0`` constants that
-#: would silently make float32 kernels compute in float64).
-CUDA_EXPRS: dict = {
-    **{name: _unary_math(fn) for name, fn in _LIBDEVICE.items()},
-    "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": _mul,
-    "div": _float_binop("/"), "pow": _binary_math("pow"), "integer_pow": _ipow,
-    "exp2": _float_only(_exp2), "rsqrt": _float_only(_rsqrt),
-    "logistic": _float_only(_logistic), "logaddexp": _float_only(_logaddexp),
-    "atan2": _binary_math("atan2"), "hypot": _binary_math("hypot"),
-    "copysign": _binary_math("copysign"), "fmod": _binary_math("fmod"),
-    "max": _maxmin(_max), "min": _maxmin(_min), "clip": _clip,
-    "abs": _abs, "sign": _sign, "signbit": _float_only(_signbit),
-    "isnan": _float_only(lambda a, p, i, o: f"math.isnan({a[0]})"),
-    "isinf": _float_only(lambda a, p, i, o: f"math.isinf({a[0]})"),
-    "isfinite": _float_only(lambda a, p, i, o: f"math.isfinite({a[0]})"),
-    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
-    "gt": "({0} > {1})", "ge": "({0} >= {1})",
-    "and": logic_expr("&"), "or": logic_expr("|"), "xor": logic_expr("xor"),
-    "not": logic_expr("not"),
-    "select": "({1} if {0} else {2})",
-    "convert_element_type": convert_expr, "stop_gradient": "{0}",
-}
-
-# integer arithmetic the GPU computes exactly like numpy (wrapping); bool arithmetic is left
-# to cupy (numpy's bool add is a logical or)
-_INT_OK = {"neg", "add", "sub", "mul", "integer_pow", "max", "min", "clip", "abs", "sign",
-           "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "not", "select",
-           "convert_element_type", "stop_gradient"}
-_BOOL_OK = {"eq", "ne", "and", "or", "xor", "not", "select", "convert_element_type",
-            "stop_gradient"}
-
-
 def _dtype_ok(dt: np.dtype) -> bool:
     return dt.kind in "biu" or (dt.kind == "f" and dt.itemsize in (4, 8))
 
 
-def fusible(e) -> bool:
-    """Whether the CUDA target can put equation ``e`` in a kernel."""
+def supports(op) -> bool | str:
+    """Whether CUDA kernels can hold ``op`` (dtypes aside): True, or why not."""
+    return codegen_supports(op, TARGET)
+
+
+def unfused_reason(e) -> str | None:
+    """Why the CUDA target cannot put equation ``e`` in a kernel (None: it can)."""
     op = e.op
     if not all(_dtype_ok(a.aval.dtype) for a in e.inputs) or \
             not all(_dtype_ok(o.aval.dtype) for o in e.outputs):
-        return False
+        return "a dtype CUDA kernels do not compute (complex, float16)"
     if op.elementwise:
-        if op.name not in CUDA_EXPRS:
-            return False
-        kinds = {a.aval.dtype.kind for a in e.inputs[1 if op.name == "select" else 0:]}
-        if "b" in kinds and op.name not in _BOOL_OK:
-            return False
-        if kinds & set("iu") and op.name not in _INT_OK:
-            return False
-        return True
-    if op.name == "pad":      # a guarded shifted read (codegen.fusible_pad)
-        return fusible_pad(e, _dtype_ok)
-    kind = REDUCTION_KINDS.get(op.name)
+        code = target_code(op, TARGET)
+        if isinstance(code, str):
+            return code
+        kinds = {a.aval.dtype.kind for a in e.inputs}
+        if not kinds <= set(code.kinds):
+            return f"{op.name}'s CUDA code is exact for dtype kinds {code.kinds!r} only"
+        return scalar_fn.why_not(op, TARGET, [a.aval.dtype for a in e.inputs])
+    if op.fusion == "shifted":      # a guarded shifted read (codegen.fusible_pad)
+        return None if fusible_pad(e, _dtype_ok) else "not a plain constant pad"
+    kind = op.reduce_kind
     if kind is None:
-        return False
+        return supports(op) if op.fusion != "view" else "views fold into their readers"
     x = e.inputs[0].aval
     if not tuple(e.params["axes"]):
-        return False
+        return "a reduction over no axes"
     if kind in ("sum", "prod") and x.dtype.kind == "b":
-        return False
-    if kind == "logsumexp":
-        return x.dtype.kind == "f"
-    return True
+        return "a bool sum or product"
+    if kind == "logsumexp" and x.dtype.kind != "f":
+        return "logsumexp of non-float data"
+    return None
+
+
+def fusible(e) -> bool:
+    """Whether the CUDA target can put equation ``e`` in a kernel."""
+    return unfused_reason(e) is None
 
 
 def prefer_kernel(e) -> bool:
@@ -280,7 +120,7 @@ def prefer_kernel(e) -> bool:
     H200 -- the MLP's lone scalar ``div`` took 44 us alone, synchronised, where a fused
     kernel over 4,096 elements took 17 us) and ``logsumexp`` (cupy needs two passes). Lone
     reductions other than logsumexp stay with cupy (CUB)."""
-    return e.op.elementwise or e.op.name in TRANSCENDENTAL or e.op.name == "logsumexp"
+    return e.op.elementwise or e.op.reduce_kind == "logsumexp"
 
 
 # --------------------------------------------------------------------------------------------
@@ -405,6 +245,8 @@ def render_elementwise(spec: KernelSpec, fn_name: str = "kernel", decorator: str
     assert spec.reduction is None
     nd = spec.ndim
     w = _W()
+    for h in spec.helpers:
+        w(0, h + "\n\n")
     if decorator:
         w(0, decorator)
     w(0, f"def {fn_name}({', '.join(_args(spec, False))}):")
@@ -495,9 +337,9 @@ def _combine(kind: str, a: str, b: str, dt: np.dtype) -> str:
     if kind == "or":
         return f"{a} | {b}"
     if kind == "max":
-        return _max(a, b) if dt.kind == "f" else f"max({a}, {b})"
+        return nan_max(a, b) if dt.kind == "f" else f"max({a}, {b})"
     if kind == "min":
-        return _min(a, b) if dt.kind == "f" else f"min({a}, {b})"
+        return nan_min(a, b) if dt.kind == "f" else f"min({a}, {b})"
     raise Unsupported(kind)
 
 
@@ -555,6 +397,8 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     adt = acc_dtype(red)
     actor = dtype_ctor(adt)
     w = _W()
+    for h in spec.helpers:
+        w(0, h + "\n\n")
     if decorator:
         w(0, decorator)
     w(0, f"def {fn_name}({', '.join(_args(spec, True))}):")
@@ -611,7 +455,7 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     if lse:
         # pass 1: the maximum; pass 2: the sum of exp(v - shift); outputs written in pass 2
         w(2, f"acc = {_c(-np.inf, adt)}")
-        body_loop(_max("acc", vin), False)
+        body_loop(nan_max("acc", vin), False)
         if blk:
             w(2, "sm[tid] = acc")
             _block_tree(w, 2, "max", adt)
@@ -740,7 +584,7 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
         if kind == "logsumexp":
             w(2, f"m = {_c(-np.inf, adt)}")
             w(2, "for s in range(nseg):")
-            w(3, f"m = {_max('m', 'p0[k, s]')}")
+            w(3, f"m = {nan_max('m', 'p0[k, s]')}")
             w(2, f"shift = {_lse_shift('m', adt)}")
             _lse_pairs(w, "range(nseg)", adt)
             final = f"{_safe_log('acc', adt)} + shift"
@@ -758,7 +602,7 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
     if kind == "logsumexp":
         w(2, f"acc = {_c(-np.inf, adt)}")
         w(2, "for s in range(tid, nseg, nthr):")
-        w(3, f"acc = {_max('acc', 'p0[k, s]')}")
+        w(3, f"acc = {nan_max('acc', 'p0[k, s]')}")
         w(2, "sm[tid] = acc")
         _block_tree(w, 2, "max", adt)
         w(2, f"shift = {_lse_shift('total', adt)}")

@@ -53,11 +53,11 @@ from .. import caches
 from ..core import Graph
 from . import cpu_loop, numpy_ref
 from .cpu_driver import KernelStep, Program
-from .cpu_target import CPU_EXPRS, fusible, prefer_kernel
+from .cpu_target import fusible, prefer_kernel, unfused_reason
 from .malloc_tuning import tune_once
 from .modfiles import cache_dir, load_source_module
 
-__all__ = ["compile", "lower", "Executable", "Program", "CPU_EXPRS", "fusible",
+__all__ = ["compile", "lower", "Executable", "Program", "fusible", "unfused_reason",
            "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel", "load_loop",
            "is_cached_on_disk"]
 

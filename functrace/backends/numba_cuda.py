@@ -15,7 +15,7 @@ Pipeline for one graph (the CPU executor's, target by target):
 1. ``passes.fusion.plan_fusion`` with the CUDA target's ``fusible`` splits the graph into
    kernel groups and single-op steps (the same planner, so the same groups as on the CPU
    wherever both targets fuse the same ops).
-2. ``codegen.build_spec`` with ``cuda_codegen.CUDA_EXPRS`` turns each group into a
+2. ``codegen.build_spec`` with the ops' CUDA code (``op.code["cuda"]``) turns each group into a
    ``KernelSpec`` (the same operands, index maps and bodies as the CPU kernel); the launch
    configuration is chosen from the loop extents and the device's SM count, and
    ``cuda_codegen`` renders a ``@cuda.jit`` kernel (grid-stride elementwise loop, or a block /
@@ -321,21 +321,11 @@ class OpKernel:
         self.grid = min(max(1, -(-math.prod(space) // t)), max(1, sm * cfg.blocks_per_sm))
 
 
-# impls that always return newly allocated arrays (never a view of an input); any other op's
-# result may alias its inputs (gather of a slice, reshape, ...), so those inputs escape too
-_FRESH = frozenset({
-    "dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-    "reduce_or", "argmax", "argmin", "logsumexp", "l2norm", "cumsum", "cumprod", "sort",
-    "concatenate", "pad", "scatter", "iota", "cholesky", "triangular_solve", "solve", "inv",
-    "det", "slogdet", "eigh", "svd", "qr"})
-
-
 def _fresh_result(e) -> bool:
-    """Whether an op step's outputs are new arrays, never views of its inputs."""
-    if e.op.elementwise:
-        return e.op.name not in ("stop_gradient", "real", "imag", "convert_element_type",
-                                 "integer_pow")
-    return e.op.name in _FRESH
+    """Whether an op step's outputs are new arrays, never views of its inputs (the
+    declaration's ``fresh``); any other op's result may alias its inputs (gather of a slice,
+    reshape, ...), so those inputs escape too."""
+    return e.op.fresh
 
 
 class Program:
@@ -365,7 +355,7 @@ class Program:
                 if not isinstance(s, Group):
                     continue
                 try:
-                    spec, binding = build_spec(graph, s, cg.CUDA_EXPRS, plan.resolve)
+                    spec, binding = build_spec(graph, s, cg.TARGET, plan.resolve)
                 except Unsupported as exc:
                     self.unsupported.append(
                         (" ".join(graph.eqns[i].op.name for i in s.eqns), str(exc)))

@@ -304,7 +304,7 @@ def _svd_hermitian(a, compute_uv):
     s = take_along_axis(s, sidx, axis=-1)
     sgn = take_along_axis(sgn, sidx, axis=-1)
     u = take_along_axis(u, sidx[..., None, :], axis=-1)
-    vt = _lops.matrix_adjoint(ops.mul(u, cast(_lops._along_cols(sgn, u.shape), u.dtype)))
+    vt = _lops.matrix_adjoint(ops.mul(u, cast(_lops.along_cols(sgn, u.shape), u.dtype)))
     return SVDResult(u, s, vt)
 
 

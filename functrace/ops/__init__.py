@@ -7,8 +7,9 @@ dtype and explicit shapes. Imports core/tracing only.
 """
 
 from ..core import registry
-from . import control, dot, elementwise, indexing, reduce, shape
+from . import batch_rules, control, decomp, dot, elementwise, indexing, linalg, reduce, shape
 from .control import *  # noqa: F403
+from .decomp import *  # noqa: F403
 from .dot import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
@@ -16,4 +17,11 @@ from .linalg import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 
-__all__ = ["registry", "control", "dot", "elementwise", "indexing", "reduce", "shape"]
+# every declared op gets its family's batch rule now, once (an op with a rule of its own
+# keeps it; ops declared later, by functrace.extend, get theirs at declaration)
+for _op in list(registry.values()):
+    batch_rules.attach(_op)
+del _op
+
+__all__ = ["registry", "batch_rules", "control", "decomp", "dot", "elementwise", "indexing",
+           "linalg", "reduce", "shape"]

@@ -1,8 +1,7 @@
 """Helpers shared by the op families: declaration shortcuts and shape/dtype rules.
 
-Owns the building blocks of op declarations (``elementwise_op``, type rules, literal
-helpers). Imports ``core``, ``errors`` and ``tracing`` only; never ``functrace.numpy`` or a
-backend.
+Owns the building blocks of op declarations (type rules, literal helpers). Imports ``core``,
+``errors`` and ``tracing`` only; never ``functrace.numpy`` or a backend.
 
 Elementwise ops take operands of one shape, except that 0-d operands broadcast (a scalar
 times an array needs no ``broadcast_in_dim``: it keeps graphs small and kernels simple). All
@@ -14,15 +13,14 @@ un-broadcast by hand.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 import numpy as np
 
-from ..core import AVal, Lit, Op, on_device
+from ..core import AVal, Lit, on_device
 from ..errors import ShapeError
 from ..tracing import Tracer
 
-__all__ = ["elementwise_op", "same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of",
+__all__ = ["same_dtype_shape", "lit", "aval_of", "shape_of", "dtype_of",
            "as_array", "namespace_of", "on_device"]
 
 
@@ -89,28 +87,3 @@ def same_dtype_shape(*avals: AVal) -> tuple[tuple[int, ...], np.dtype]:
                                  "broadcast them explicitly (functrace.numpy does)")
             shape = a.shape
     return shape, dtype
-
-
-def elementwise_op(name: str, impl: Callable, nin: int = 1, *, kernel: str | None = None,
-                   out_dtype: Callable[[np.dtype], np.dtype] | None = None,
-                   kinds: str | None = None, **flags) -> Op:
-    """Declare an elementwise op.
-
-    Args:
-        name: primitive name.
-        impl: numpy function of ``nin`` arrays.
-        kernel: scalar expression template (``{0}``, ``{1}`` are operands) for code generators.
-        out_dtype: maps the operand dtype to the result dtype (default: the same).
-        kinds: allowed dtype kinds (numpy ``dtype.kind`` letters), e.g. ``"fc"``.
-        **flags: forwarded to ``Op`` (vjp, jvp, linear, zero_grad, differentiable, ...).
-    """
-
-    def abstract_eval(*avals: AVal, **params) -> AVal:
-        if len(avals) != nin:
-            raise TypeError(f"takes {nin} operands, got {len(avals)}")
-        shape, dtype = same_dtype_shape(*avals)
-        if kinds is not None and dtype.kind not in kinds:
-            raise TypeError(f"does not support dtype {dtype}")
-        return AVal(shape, out_dtype(dtype) if out_dtype else dtype)
-
-    return Op(name, abstract_eval, impl, kernel=kernel, elementwise=True, **flags)

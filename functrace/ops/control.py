@@ -1,6 +1,8 @@
 """Control-flow primitives: ``loop``, a counted loop over a body graph.
 
-Owns ``loop_p``. ``passes.roll`` creates it when it finds a Python loop that tracing unrolled
+Owns ``loop_p``, and the sub-graph ops ``checkpoint_p``, ``custom_vjp_call_p`` and
+``custom_jvp_call_p`` (their rules are attached by ``autodiff`` and ``batching``).
+``passes.roll`` creates ``loop_p`` when it finds a Python loop that tracing unrolled
 (the same equations repeated, each trip reading the last trip's results), so a compiled
 backend can run the trip as one compiled loop instead of thousands of unrolled steps. It is
 the rolled form the executors consume; user-facing control flow (``scan``, ``fori_loop``) will
@@ -25,7 +27,7 @@ from ..core import AVal, Graph, Op
 from ..errors import ShapeError
 from ..tracing import eval_graph
 
-__all__ = ["loop_p", "loop_slices"]
+__all__ = ["loop_p", "loop_slices", "checkpoint_p", "custom_vjp_call_p", "custom_jvp_call_p"]
 
 
 def loop_slices(spec, j: int) -> tuple:
@@ -82,6 +84,42 @@ def _loop_impl(*args, body: Graph, length: int, n_consts: int, n_carry: int, xs)
     return tuple([np.array(c, copy=True) for c in carry] + ys)
 
 
-loop_p = Op("loop", _loop_abstract, _loop_impl, multiple_results=True,
-            doc="A counted loop: constants, carries and per-trip strided reads in; the final "
-                "carries and the per-trip results (stacked on a new leading axis) out.")
+# a counted loop: constants, carries and per-trip strided reads in; the final carries and the
+# per-trip results (stacked on a new leading axis) out
+loop_p = Op("loop", _loop_abstract, _loop_impl, multiple_results=True, fresh=True,
+            c_result=True)
+
+
+# --------------------------------------------------------------------------------------------
+# sub-graph ops whose rules are transforms of their sub-graph: ``autodiff`` attaches their
+# vjp/jvp rules and ``batching`` their batch rules (both live above this layer)
+# --------------------------------------------------------------------------------------------
+
+def _sub_abstract(*avals, graph, **_):
+    if tuple(avals) != graph.in_avals:
+        raise TypeError(f"sub-graph takes {graph.in_avals}, got {tuple(avals)}")
+    return graph.out_avals
+
+
+def _checkpoint_impl(*args, graph, prevent_cse=True):
+    return tuple(eval_graph(graph, list(args)))
+
+
+# evaluate a sub-graph; its vjp recomputes the forward pass instead of keeping intermediates
+checkpoint_p = Op("checkpoint", _sub_abstract, _checkpoint_impl,
+                  multiple_results=True)
+
+
+def _custom_impl(*args, fun_graph, rule):
+    return tuple(eval_graph(fun_graph, list(args)))
+
+
+def _custom_abstract(*avals, fun_graph, rule):
+    return _sub_abstract(*avals, graph=fun_graph)
+
+
+# a function with a user's vjp rule (fwd, bwd) / jvp rule: ``rule`` is the user's rule object
+custom_vjp_call_p = Op("custom_vjp_call", _custom_abstract, _custom_impl,
+                       multiple_results=True)
+custom_jvp_call_p = Op("custom_jvp_call", _custom_abstract, _custom_impl,
+                       multiple_results=True)

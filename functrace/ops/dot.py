@@ -17,7 +17,7 @@ from ..errors import ShapeError
 from ..tracing import bind, cotangent_wanted
 from . import elementwise as ew
 from ._base import shape_of
-from .shape import transpose
+from .shape import moveaxis, transpose
 
 
 def _free(ndim, contract, batch):
@@ -93,7 +93,7 @@ def _dg_impl(x, y, *, dimension_numbers):
     return np.matmul(a, b).reshape(bshape + xfs + yfs)
 
 
-dot_general_p = Op("dot_general", _dg_abstract, _dg_impl)
+dot_general_p = Op("dot_general", _dg_abstract, _dg_impl, fresh=True, c_result=True)
 
 
 def dot_general(x, y, dimension_numbers):
@@ -170,3 +170,36 @@ dot_general_p.vjp, dot_general_p.jvp = _dg_vjp, _dg_jvp
 def matmul2d(x, y):
     """``x @ y`` for 2-d operands."""
     return dot_general(x, y, (((1,), (0,)), ((), ())))
+
+
+# --------------------------------------------------------------------------------------------
+# batch rule
+# --------------------------------------------------------------------------------------------
+
+def _dot_rule(args, dims, *, dimension_numbers):
+    (x, y), (dx, dy) = args, dims
+    (xc, yc), (xb, yb) = dimension_numbers
+    if dx is not None and dy is not None:
+        x, y = moveaxis(x, dx, 0), moveaxis(y, dy, 0)
+        dn = ((tuple(c + 1 for c in xc), tuple(c + 1 for c in yc)),
+              ((0,) + tuple(b + 1 for b in xb), (0,) + tuple(b + 1 for b in yb)))
+        return (dot_general(x, y, dn),), (0,)
+    if dx is not None:
+        x = moveaxis(x, dx, 0)
+        dn = ((tuple(c + 1 for c in xc), yc), (tuple(b + 1 for b in xb), yb))
+        return (dot_general(x, y, dn),), (len(xb),)
+    # only y is batched: contract with y first so the batch axis comes right after the batch
+    # dims, then restore (batch, B, x free, y free) order; the transpose is the identity in the
+    # common matrix-vector case, so no copy is made
+    y = moveaxis(y, dy, 0)
+    dn = ((tuple(c + 1 for c in yc), xc), (tuple(b + 1 for b in yb), xb))
+    z = dot_general(y, x, dn)      # (batch, B, y free rest, x free)
+    nb = len(xb)
+    ny_rest = len(shape_of(y)) - 1 - len(yc) - len(yb)
+    nx_free = len(shape_of(x)) - len(xc) - len(xb)
+    perm = (tuple(range(nb + 1)) + tuple(range(nb + 1 + ny_rest, nb + 1 + ny_rest + nx_free))
+            + tuple(range(nb + 1, nb + 1 + ny_rest)))
+    return (transpose(z, perm),), (nb,)
+
+
+dot_general_p.batch = _dot_rule

@@ -1,24 +1,33 @@
-"""Elementwise primitives: one declaration each, with derivative, kernel and flags.
+"""Elementwise primitives: one declaration each, with derivative, kernel code and traits.
 
-Owns every elementwise op (unary math, binary arithmetic, comparisons, select, casts) and its
-op-level function (``sin(x)`` binds ``sin_p``). Imports core/tracing and its sibling
-``_base``; never ``functrace.numpy`` or a backend.
+Owns ``elementwise_op`` (the one constructor of elementwise primitives, also behind
+``functrace.extend.define_elementwise``), every built-in elementwise op (unary math, binary
+arithmetic, comparisons, select, casts) and its op-level function (``sin(x)`` binds
+``sin_p``). Imports core/tracing and its siblings ``_base`` and ``scalar_code``; never
+``functrace.numpy`` or a backend.
 
-A smooth op declares its partial derivatives once (``d=`` for unary, ``dx=``/``dy=`` for
-binary ops) as functions of the primal inputs and output, written with op-level functions;
-``_smooth`` turns them into both the vjp rule (``ct * d``) and the jvp rule (``t * d``), so a
-derivative written once serves both modes and is itself differentiable. Ops whose derivative
-is zero wherever it exists (floor, sign, comparisons) say ``zero_grad=True``. Conventions at
-kinks follow docs/numerics.md (shared/NUMERICS.md).
+A declaration says everything a pass or a backend needs: the numpy impl, the kernel code
+(``scalar=`` for every target, ``cpu=``/``cuda=`` per target, from ``scalar_code``; an op
+with neither is never fused, and each target says so), the traits (``cheap``, ``singular``,
+``fresh``, ...; see ``core.Op``) and the derivative. A smooth op declares its partial
+derivatives once, as functions of the primal inputs and output written with op-level
+functions; ``smooth_rules`` turns them into both the vjp rule (``ct * d``) and the jvp rule
+(``t * d``), so a derivative written once serves both modes and is itself differentiable.
+Ops whose derivative is zero wherever it exists (floor, sign, comparisons) say
+``zero_grad=True``. Conventions at kinks follow docs/numerics.md (shared/NUMERICS.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from ..core import Op
+from ..core import AVal, Op
 from ..tracing import bind, cotangent_wanted
-from ._base import as_array, dtype_of, elementwise_op, lit
+from . import scalar_code as sc
+from ._base import as_array, dtype_of, lit, same_dtype_shape
+from .batch_rules import attach
 
 # --------------------------------------------------------------------------------------------
 # op-level functions (defined before the rules that use them)
@@ -57,36 +66,103 @@ def _binary(op: Op):
     return f
 
 
-def _smooth_unary(op: Op, d):
-    """Rules from dy/dx = d(x, y)."""
-    def vjp(cts, ins, outs, **p):
-        return (mul(cts[0], d(ins[0], outs[0], **p)),)
+def _times(ct, d):
+    """``ct * d`` for a partial ``d`` of any numeric form (a derivative written with
+    ``functrace.numpy`` may return a Python number or another dtype)."""
+    if isinstance(d, _PY_SCALARS):
+        return mul(ct, d)
+    if dtype_of(d) != dtype_of(ct):
+        d = convert_element_type(d, dtype_of(ct))
+    return mul(ct, d)
 
-    def jvp(primals, tangents, outs, **p):
-        return (mul(tangents[0], d(primals[0], outs[0], **p)),)
+
+def _partials(derivative, nin: int) -> tuple:
+    """Per-input partial functions ``(*ins, out, **params) -> d`` (None: a zero partial) from
+    a derivative: one function of ``(*ins, out)`` returning the partial (one input) or a
+    tuple of partials (several), or already a tuple of per-input functions."""
+    if isinstance(derivative, tuple | list):
+        if len(derivative) != nin:
+            raise ValueError(f"derivative gives {len(derivative)} partials for {nin} inputs")
+        return tuple(derivative)
+    if nin == 1:
+        return (derivative,)
+
+    def partial(i):
+        def d(*args, **p):
+            ds = derivative(*args, **p)
+            if not isinstance(ds, tuple | list) or len(ds) != nin:
+                raise ValueError(f"the derivative of a {nin}-input op must return {nin} "
+                                 f"partials (one per input), got {ds!r:.60}")
+            return ds[i]
+        return d
+    return tuple(partial(i) for i in range(nin))
+
+
+def smooth_rules(op: Op, derivative, nin: int, coerce: bool = False) -> None:
+    """Attach the vjp (``ct * d``) and jvp (``sum of t * d``) rules of an elementwise op from
+    its partial derivatives (``_partials``), written with op-level or ``functrace.numpy``
+    functions, so the rules differentiate again."""
+    ds = _partials(derivative, nin)
+    # the package's partials have the operands' dtype; a user's (functrace.numpy) may not
+    _times_ = _times if coerce else mul
+    if len(ds) == 1:
+        d = ds[0]
+
+        def vjp(cts, ins, outs, **p):
+            return (_times_(cts[0], d(ins[0], outs[0], **p)),)
+
+        def jvp(primals, tangents, outs, **p):
+            return (_times_(tangents[0], d(primals[0], outs[0], **p)),)
+    else:
+        def vjp(cts, ins, outs, **p):
+            ct = cts[0]
+            return tuple(None if d is None or not cotangent_wanted(i)
+                         else _times_(ct, d(*ins, outs[0], **p)) for i, d in enumerate(ds))
+
+        def jvp(primals, tangents, outs, **p):
+            acc = None
+            for t, d in zip(tangents, ds):
+                if t is not None and d is not None:
+                    term = _times_(t, d(*primals, outs[0], **p))
+                    acc = term if acc is None else add(acc, term)
+            return (acc,)
     op.vjp, op.jvp = vjp, jvp
 
 
-def _smooth_binary(op: Op, dx, dy):
-    """Rules from the partials dx(x, y, out), dy(x, y, out); None means a zero partial."""
-    def vjp(cts, ins, outs, **p):
-        ct = cts[0]
-        x, y = ins
-        return (None if dx is None or not cotangent_wanted(0) else mul(ct, dx(x, y, outs[0])),
-                None if dy is None or not cotangent_wanted(1) else mul(ct, dy(x, y, outs[0])))
+def elementwise_op(name: str, impl: Callable, nin: int = 1, *, scalar=None, cpu=None,
+                   cuda=None, derivative=None, out_dtype: Callable | None = None,
+                   kinds: str | None = None, module: str = __name__, **traits) -> Op:
+    """Declare an elementwise op: the one constructor of every elementwise primitive (the
+    package's and ``functrace.extend.define_elementwise``'s).
 
-    def jvp(primals, tangents, outs, **p):
-        x, y = primals
-        tx, ty = tangents
-        terms = []
-        if tx is not None and dx is not None:
-            terms.append(mul(tx, dx(x, y, outs[0])))
-        if ty is not None and dy is not None:
-            terms.append(mul(ty, dy(x, y, outs[0])))
-        if not terms:
-            return (None,)
-        return (terms[0] if len(terms) == 1 else add(terms[0], terms[1]),)
-    op.vjp, op.jvp = vjp, jvp
+    Args:
+        name: primitive name.
+        impl: numpy function of ``nin`` arrays (the living definition).
+        scalar: the kernel code every target uses unless it has its own: a template over
+            ``{0}, {1}, ...`` and the params, or a Python function of scalars numba compiles.
+        cpu, cuda: ``core.ScalarCode`` of one target (``scalar_code.cpu(...)``...), or a
+            string: why that target never fuses the op (every target fuses an op or says why).
+        derivative: the partials (``_partials``); None: set ``vjp``/``jvp`` in ``traits``
+            or after the declaration.
+        out_dtype: maps the operand dtype to the result dtype (default: the same).
+        kinds: allowed dtype kinds (numpy ``dtype.kind`` letters), e.g. ``"fc"``.
+        **traits: forwarded to ``Op`` (linear, zero_grad, cheap, singular, fresh, ...).
+    """
+
+    def abstract_eval(*avals: AVal, **params) -> AVal:
+        if len(avals) != nin:
+            raise TypeError(f"takes {nin} operands, got {len(avals)}")
+        shape, dtype = same_dtype_shape(*avals)
+        if kinds is not None and dtype.kind not in kinds:
+            raise TypeError(f"does not support dtype {dtype}")
+        return AVal(shape, out_dtype(dtype) if out_dtype else dtype)
+
+    code = {t: c for t, c in (("cpu", cpu), ("cuda", cuda)) if c is not None}
+    op = Op(name, abstract_eval, impl, elementwise=True, scalar=scalar, code=code,
+            batch_family="elementwise", module=module, **traits)
+    if derivative is not None:
+        smooth_rules(op, derivative, nin, coerce=not module.startswith("functrace"))
+    return attach(op)
 
 
 def _to_bool(_):
@@ -101,18 +177,35 @@ def _to_real(dt):
 # arithmetic
 # --------------------------------------------------------------------------------------------
 
-neg_p = elementwise_op("neg", np.negative, kernel="(-{0})", linear=True)
-add_p = elementwise_op("add", np.add, 2, kernel="({0} + {1})", linear=True)
-sub_p = elementwise_op("sub", np.subtract, 2, kernel="({0} - {1})", linear=True)
-mul_p = elementwise_op("mul", np.multiply, 2, kernel="({0} * {1})")
-div_p = elementwise_op("div", np.true_divide, 2, kernel="({0} / {1})", kinds="fc")
-floordiv_p = elementwise_op("floordiv", np.floor_divide, 2, kernel="({0} // {1})",
-                            zero_grad=True, kinds="iuf")
-rem_p = elementwise_op("rem", np.remainder, 2, kernel="({0} % {1})", kinds="iuf")
-fmod_p = elementwise_op("fmod", np.fmod, 2, kernel="math.fmod({0}, {1})", kinds="iuf")
-pow_p = elementwise_op("pow", np.power, 2, kernel="({0} ** {1})")
-max_p = elementwise_op("max", np.maximum, 2, kernel="max({0}, {1})", kinds="biuf")
-min_p = elementwise_op("min", np.minimum, 2, kernel="min({0}, {1})", kinds="biuf")
+# integer arithmetic the GPU computes exactly like numpy (wrapping); bool arithmetic is left
+# to cupy there (numpy's bool add is a logical or)
+_INT = sc.cuda(kinds="iuf")
+
+neg_p = elementwise_op("neg", np.negative, scalar="(-{0})", cuda=_INT, linear=True, cheap=True)
+add_p = elementwise_op("add", np.add, 2, scalar="({0} + {1})", cuda=_INT, linear=True,
+                       cheap=True)
+sub_p = elementwise_op("sub", np.subtract, 2, scalar="({0} - {1})", cuda=_INT, linear=True,
+                       cheap=True)
+mul_p = elementwise_op("mul", np.multiply, 2, scalar="({0} * {1})",
+                       cuda=sc.cuda(sc.mul_cuda, "iuf"), cheap=True)
+div_p = elementwise_op("div", np.true_divide, 2, scalar="({0} / {1})", cuda=sc.cuda(kinds="f"),
+                       kinds="fc", singular=(1, 1.0))
+# numpy's floor division and remainder (npy_divmod's corner cases) have no CUDA template yet
+_NO_CUDA_DIVMOD = "no CUDA template for numpy's npy_divmod corner cases yet (cupy runs it)"
+floordiv_p = elementwise_op("floordiv", np.floor_divide, 2,
+                            cpu=sc.cpu(sc.float_helper_cpu("floordiv", "np.floor_divide")),
+                            cuda=_NO_CUDA_DIVMOD, zero_grad=True, kinds="iuf")
+rem_p = elementwise_op("rem", np.remainder, 2,
+                       cpu=sc.cpu(sc.float_helper_cpu("remainder", "np.remainder")),
+                       cuda=_NO_CUDA_DIVMOD, kinds="iuf")
+fmod_p = elementwise_op("fmod", np.fmod, 2, cpu=sc.cpu(sc.fmod_cpu), cuda=sc.libdevice("fmod"),
+                        kinds="iuf")
+pow_p = elementwise_op("pow", np.power, 2, cpu=sc.cpu("np.power({0}, {1})"),
+                       cuda=sc.libdevice("pow"), singular=(0, 1.0))
+max_p = elementwise_op("max", np.maximum, 2, cpu=sc.cpu(sc.maxmin_cpu(True)),
+                       cuda=sc.cuda(sc.maxmin_cuda(True), "iuf"), kinds="biuf", cheap=True)
+min_p = elementwise_op("min", np.minimum, 2, cpu=sc.cpu(sc.maxmin_cpu(False)),
+                       cuda=sc.cuda(sc.maxmin_cuda(False), "iuf"), kinds="biuf", cheap=True)
 
 neg, add, sub, mul, div = map(lambda o: _unary(o) if o is neg_p else _binary(o),
                               (neg_p, add_p, sub_p, mul_p, div_p))
@@ -130,17 +223,14 @@ def _integer_pow_impl(x, *, y):
     return np.power(x, x.dtype.type(y) if x.dtype.kind in "fc" else y)
 
 
-integer_pow_p = elementwise_op("integer_pow", _integer_pow_impl, kernel="({0} ** {y})")
+integer_pow_p = elementwise_op("integer_pow", _integer_pow_impl, cpu=sc.cpu(sc.ipow_cpu),
+                               cuda=sc.cuda(sc.ipow_cuda, "iuf"), cheap=True, fresh=False)
 
 
 def integer_pow(x, y: int):
     """``x ** y`` for a Python integer ``y`` (exact derivative ``y * x**(y-1)``, no log)."""
     return bind(integer_pow_p, x, y=int(y))
 
-
-_smooth_binary(add_p, lambda x, y, o: lit(1, o), lambda x, y, o: lit(1, o))
-_smooth_binary(sub_p, lambda x, y, o: lit(1, o), lambda x, y, o: lit(-1, o))
-_smooth_unary(neg_p, lambda x, y: lit(-1, y))
 
 
 def _add_vjp(cts, ins, outs):
@@ -184,7 +274,7 @@ def _mul_vjp(cts, ins, outs):
             mul(x, cts[0]) if cotangent_wanted(1) else None)
 
 
-_smooth_binary(mul_p, lambda x, y, o: y, lambda x, y, o: x)   # the jvp rule
+smooth_rules(mul_p, (lambda x, y, o: y, lambda x, y, o: x), 2)   # the jvp rule
 mul_p.vjp = _mul_vjp
 
 
@@ -196,11 +286,11 @@ def _div_vjp(cts, ins, outs):
             neg(mul(ctx, outs[0])) if cotangent_wanted(1) else None)
 
 
-_smooth_binary(div_p, lambda x, y, o: div(lit(1, o), y), lambda x, y, o: neg(div(o, y)))
+smooth_rules(div_p, (lambda x, y, o: div(lit(1, o), y), lambda x, y, o: neg(div(o, y))), 2)
 div_p.vjp = _div_vjp
 # floor(x / y) is piecewise constant; x % y = x - y*floor(x/y)
-_smooth_binary(rem_p, lambda x, y, o: lit(1, o), lambda x, y, o: neg(floor(div(x, y))))
-_smooth_binary(fmod_p, lambda x, y, o: lit(1, o), lambda x, y, o: neg(trunc(div(x, y))))
+smooth_rules(rem_p, (lambda x, y, o: lit(1, o), lambda x, y, o: neg(floor(div(x, y)))), 2)
+smooth_rules(fmod_p, (lambda x, y, o: lit(1, o), lambda x, y, o: neg(trunc(div(x, y)))), 2)
 
 
 def _pow_dx(x, y, o):
@@ -215,7 +305,7 @@ def _pow_dy(x, y, o):
     return select(zero, lit(0, o), mul(log(safe_x), o))
 
 
-_smooth_binary(pow_p, _pow_dx, _pow_dy)
+smooth_rules(pow_p, (_pow_dx, _pow_dy), 2)
 
 
 def _ipow_d(x, o, *, y):
@@ -228,7 +318,7 @@ def _ipow_d(x, o, *, y):
     return mul(lit(y, o), integer_pow(x, y - 1))
 
 
-_smooth_unary(integer_pow_p, _ipow_d)
+smooth_rules(integer_pow_p, _ipow_d, 1)
 
 
 def _tie_split(a, b, o, first):
@@ -237,43 +327,42 @@ def _tie_split(a, b, o, first):
     return select(win, lit(1, o), select(eq(a, b), lit(0.5, o), lit(0, o)))
 
 
-_smooth_binary(max_p, lambda x, y, o: _tie_split(x, y, o, True),
-               lambda x, y, o: _tie_split(y, x, o, True))
-_smooth_binary(min_p, lambda x, y, o: _tie_split(x, y, o, False),
-               lambda x, y, o: _tie_split(y, x, o, False))
+smooth_rules(max_p, (lambda x, y, o: _tie_split(x, y, o, True),
+                     lambda x, y, o: _tie_split(y, x, o, True)), 2)
+smooth_rules(min_p, (lambda x, y, o: _tie_split(x, y, o, False),
+                     lambda x, y, o: _tie_split(y, x, o, False)), 2)
 
 # --------------------------------------------------------------------------------------------
 # comparisons, logic, select (zero gradient: piecewise constant)
 # --------------------------------------------------------------------------------------------
 
-eq_p = elementwise_op("eq", np.equal, 2, kernel="({0} == {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-ne_p = elementwise_op("ne", np.not_equal, 2, kernel="({0} != {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-lt_p = elementwise_op("lt", np.less, 2, kernel="({0} < {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-le_p = elementwise_op("le", np.less_equal, 2, kernel="({0} <= {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-gt_p = elementwise_op("gt", np.greater, 2, kernel="({0} > {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-ge_p = elementwise_op("ge", np.greater_equal, 2, kernel="({0} >= {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-and_p = elementwise_op("and", np.logical_and, 2, kernel="({0} and {1})", out_dtype=_to_bool,
-                       zero_grad=True)
-or_p = elementwise_op("or", np.logical_or, 2, kernel="({0} or {1})", out_dtype=_to_bool,
-                      zero_grad=True)
-xor_p = elementwise_op("xor", np.logical_xor, 2, kernel="(bool({0}) != bool({1}))",
-                       out_dtype=_to_bool, zero_grad=True)
-not_p = elementwise_op("not", np.logical_not, 1, kernel="(not {0})", out_dtype=_to_bool,
-                       zero_grad=True)
+def _compare(name, impl, sym):
+    return elementwise_op(name, impl, 2, scalar=f"({{0}} {sym} {{1}})", out_dtype=_to_bool,
+                          zero_grad=True, cheap=True)
+
+
+def _logic(name, impl, nin, which, cheap=True):
+    code = sc.logic_expr(which)
+    return elementwise_op(name, impl, nin, cpu=sc.cpu(code), cuda=sc.cuda(code),
+                          out_dtype=_to_bool, zero_grad=True, cheap=cheap)
+
+
+eq_p = _compare("eq", np.equal, "==")
+ne_p = _compare("ne", np.not_equal, "!=")
+lt_p = _compare("lt", np.less, "<")
+le_p = _compare("le", np.less_equal, "<=")
+gt_p = _compare("gt", np.greater, ">")
+ge_p = _compare("ge", np.greater_equal, ">=")
+and_p = _logic("and", np.logical_and, 2, "&")
+or_p = _logic("or", np.logical_or, 2, "|")
+xor_p = _logic("xor", np.logical_xor, 2, "xor", cheap=False)
+not_p = _logic("not", np.logical_not, 1, "not")
 eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor = map(
     _binary, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p))
 logical_not = _unary(not_p)
 
 
 def _select_abstract(c, x, y):
-    from ..core import AVal
-    from ._base import same_dtype_shape
     if c.dtype != np.dtype(bool):
         raise TypeError(f"select's condition must be bool, got {c.dtype}")
     shape, dtype = same_dtype_shape(x, y)
@@ -287,7 +376,7 @@ def _select_impl(c, x, y):
 
 
 select_p = Op("select", _select_abstract, _select_impl, elementwise=True,
-              kernel="({1} if {0} else {2})")
+              scalar="({1} if {0} else {2})", batch_family="elementwise", cheap=True)
 
 
 def select(c, x, y):
@@ -319,8 +408,6 @@ select_p.vjp, select_p.jvp = _select_vjp, _select_jvp
 
 
 def _clip_abstract(x, lo, hi):
-    from ..core import AVal
-    from ._base import same_dtype_shape
     shape, dtype = same_dtype_shape(x, lo, hi)
     return AVal(shape, dtype)
 
@@ -332,8 +419,8 @@ def _clip_impl(x, lo, hi):
     return np.minimum(hi, np.maximum(lo, x))
 
 
-clip_p = Op("clip", _clip_abstract, _clip_impl, elementwise=True,
-            kernel="min(max({0}, {1}), {2})")
+clip_p = Op("clip", _clip_abstract, _clip_impl, elementwise=True, batch_family="elementwise",
+            code={"cpu": sc.cpu(sc.clip_cpu), "cuda": sc.cuda(sc.clip_cuda, "iuf")}, cheap=True)
 
 
 def clip(x, lo, hi):
@@ -361,7 +448,6 @@ clip_p.vjp, clip_p.jvp = _clip_vjp, _clip_jvp
 
 
 def _convert_abstract(x, *, new_dtype):
-    from ..core import AVal
     return AVal(x.shape, new_dtype)
 
 
@@ -370,7 +456,10 @@ def _convert_impl(x, *, new_dtype):
 
 
 convert_element_type_p = Op("convert_element_type", _convert_abstract, _convert_impl,
-                            elementwise=True, linear=True, kernel="{0}")
+                            elementwise=True, linear=True, batch_family="elementwise",
+                            code={"cpu": sc.cpu(sc.convert_expr),
+                                  "cuda": sc.cuda(sc.convert_expr)},
+                            cheap=True, fresh=False)
 
 
 def convert_element_type(x, new_dtype):
@@ -403,8 +492,8 @@ def _identity_impl(x):
     return x
 
 
-stop_gradient_p = elementwise_op("stop_gradient", _identity_impl, kernel="{0}",
-                                 zero_grad=True)
+stop_gradient_p = elementwise_op("stop_gradient", _identity_impl, scalar="{0}",
+                                 zero_grad=True, cheap=True, fresh=False)
 
 
 def stop_gradient(x):
@@ -416,54 +505,67 @@ def stop_gradient(x):
 # transcendental and other unary math
 # --------------------------------------------------------------------------------------------
 
-def _f(name, impl, kernel, d=None, **kw):
-    op = elementwise_op(name, impl, 1, kernel=kernel, **kw)
-    if d is not None:
-        _smooth_unary(op, d)
-    return op
+#: why some unary ops have no CUDA code (cupy runs them on the GPU), or no code at all
+_NO_CUDA = "no CUDA template yet (cupy runs it)"
+_COMPLEX = "complex data is never fused"
 
 
-exp_p = _f("exp", np.exp, "math.exp({0})", lambda x, y: y, kinds="fc")
-exp2_p = _f("exp2", np.exp2, "(2.0 ** {0})",
-            lambda x, y: mul(y, lit(np.log(2.0), y)), kinds="fc")
-expm1_p = _f("expm1", np.expm1, "math.expm1({0})", lambda x, y: add(y, lit(1, y)), kinds="fc")
-log_p = _f("log", np.log, "math.log({0})", lambda x, y: div(lit(1, y), x), kinds="fc")
-log2_p = _f("log2", np.log2, "math.log2({0})",
-            lambda x, y: div(lit(1 / np.log(2.0), y), x), kinds="fc")
-log10_p = _f("log10", np.log10, "math.log10({0})",
-             lambda x, y: div(lit(1 / np.log(10.0), y), x), kinds="fc")
-log1p_p = _f("log1p", np.log1p, "math.log1p({0})",
-             lambda x, y: div(lit(1, y), add(x, lit(1, x))), kinds="fc")
-sin_p = _f("sin", np.sin, "math.sin({0})", lambda x, y: cos(x), kinds="fc")
-cos_p = _f("cos", np.cos, "math.cos({0})", lambda x, y: neg(sin(x)), kinds="fc")
-tan_p = _f("tan", np.tan, "math.tan({0})", lambda x, y: add(lit(1, y), mul(y, y)), kinds="fc")
-asin_p = _f("asin", np.arcsin, "math.asin({0})",
-            lambda x, y: rsqrt(sub(lit(1, x), mul(x, x))), kinds="fc")
-acos_p = _f("acos", np.arccos, "math.acos({0})",
-            lambda x, y: neg(rsqrt(sub(lit(1, x), mul(x, x)))), kinds="fc")
-atan_p = _f("atan", np.arctan, "math.atan({0})",
-            lambda x, y: div(lit(1, x), add(lit(1, x), mul(x, x))), kinds="fc")
-sinh_p = _f("sinh", np.sinh, "math.sinh({0})", lambda x, y: cosh(x), kinds="fc")
-cosh_p = _f("cosh", np.cosh, "math.cosh({0})", lambda x, y: sinh(x), kinds="fc")
-tanh_p = _f("tanh", np.tanh, "math.tanh({0})", lambda x, y: sub(lit(1, y), mul(y, y)),
-            kinds="fc")
-asinh_p = _f("asinh", np.arcsinh, "math.asinh({0})",
-             lambda x, y: rsqrt(add(mul(x, x), lit(1, x))), kinds="fc")
-acosh_p = _f("acosh", np.arccosh, "math.acosh({0})",
-             lambda x, y: rsqrt(sub(mul(x, x), lit(1, x))), kinds="fc")
-atanh_p = _f("atanh", np.arctanh, "math.atanh({0})",
-             lambda x, y: div(lit(1, x), sub(lit(1, x), mul(x, x))), kinds="fc")
-sqrt_p = _f("sqrt", np.sqrt, "math.sqrt({0})", lambda x, y: div(lit(0.5, y), y), kinds="fc")
-cbrt_p = _f("cbrt", np.cbrt, "np.cbrt({0})",
-            lambda x, y: div(lit(1 / 3, y), mul(y, y)), kinds="f")
+def _f(name, impl, d=None, *, cpu=None, cuda=_NO_CUDA, **kw):
+    if cpu is not None and cpu is not _COMPLEX:
+        cpu = sc.cpu(cpu)
+    return elementwise_op(name, impl, 1, cpu=cpu, cuda=cuda, derivative=d, **kw)
+
+
+def _math(name, impl, d, np_name=None, **kw):
+    """A unary function numba computes with numpy's ``np.<np_name>`` on the CPU and libdevice
+    computes on the GPU."""
+    return _f(name, impl, d, cpu=f"np.{np_name or impl.__name__}({{0}})",
+              cuda=sc.libdevice(name), kinds="fc", **kw)
+
+
+def _vm(name, impl, d, fn=None, cuda=None, kinds="fc", **kw):
+    """A unary function computed with a vecmath polynomial on the CPU."""
+    return elementwise_op(name, impl, 1, cpu=sc.vecmath(fn or name),
+                          cuda=cuda or sc.libdevice(name), derivative=d, kinds=kinds, **kw)
+
+
+exp_p = _vm("exp", np.exp, lambda x, y: y)
+exp2_p = _vm("exp2", np.exp2, lambda x, y: mul(y, lit(np.log(2.0), y)),
+             cuda=sc.cuda(sc.exp2_cuda, "f", alone=True))
+expm1_p = _vm("expm1", np.expm1, lambda x, y: add(y, lit(1, y)))
+log_p = _vm("log", np.log, lambda x, y: div(lit(1, y), x), singular=(0, 1.0))
+log2_p = _vm("log2", np.log2, lambda x, y: div(lit(1 / np.log(2.0), y), x), singular=(0, 1.0))
+log10_p = _vm("log10", np.log10, lambda x, y: div(lit(1 / np.log(10.0), y), x),
+              singular=(0, 1.0))
+log1p_p = _vm("log1p", np.log1p, lambda x, y: div(lit(1, y), add(x, lit(1, x))),
+              singular=(0, 0.0))
+sin_p = _vm("sin", np.sin, lambda x, y: cos(x))
+cos_p = _vm("cos", np.cos, lambda x, y: neg(sin(x)))
+tan_p = _vm("tan", np.tan, lambda x, y: add(lit(1, y), mul(y, y)))
+asin_p = _math("asin", np.arcsin, lambda x, y: rsqrt(sub(lit(1, x), mul(x, x))),
+               singular=(0, 0.0))
+acos_p = _math("acos", np.arccos, lambda x, y: neg(rsqrt(sub(lit(1, x), mul(x, x)))),
+               singular=(0, 0.0))
+atan_p = _math("atan", np.arctan, lambda x, y: div(lit(1, x), add(lit(1, x), mul(x, x))))
+sinh_p = _math("sinh", np.sinh, lambda x, y: cosh(x))
+cosh_p = _math("cosh", np.cosh, lambda x, y: sinh(x))
+tanh_p = _vm("tanh", np.tanh, lambda x, y: sub(lit(1, y), mul(y, y)))
+asinh_p = _math("asinh", np.arcsinh, lambda x, y: rsqrt(add(mul(x, x), lit(1, x))))
+acosh_p = _math("acosh", np.arccosh, lambda x, y: rsqrt(sub(mul(x, x), lit(1, x))),
+                singular=(0, 2.0))
+atanh_p = _math("atanh", np.arctanh, lambda x, y: div(lit(1, x), sub(lit(1, x), mul(x, x))),
+                singular=(0, 0.0))
+sqrt_p = _math("sqrt", np.sqrt, lambda x, y: div(lit(0.5, y), y), singular=(0, 1.0))
+cbrt_p = _f("cbrt", np.cbrt, lambda x, y: div(lit(1 / 3, y), mul(y, y)), cpu="np.cbrt({0})",
+            kinds="f", singular=(0, 1.0))
 
 
 def _rsqrt_impl(x):
     return 1 / np.sqrt(x)
 
 
-rsqrt_p = _f("rsqrt", _rsqrt_impl, "(1.0 / math.sqrt({0}))",
-             lambda x, y: mul(lit(-0.5, y), div(y, x)), kinds="fc")
+rsqrt_p = _f("rsqrt", _rsqrt_impl, lambda x, y: mul(lit(-0.5, y), div(y, x)), cpu=sc.rsqrt_cpu,
+             cuda=sc.cuda(sc.rsqrt_cuda, "f", alone=True), kinds="fc", singular=(0, 1.0))
 
 
 def _logistic_impl(x):
@@ -472,8 +574,8 @@ def _logistic_impl(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
-logistic_p = _f("logistic", _logistic_impl, "(1.0 / (1.0 + math.exp(-{0})))",
-                lambda x, y: mul(y, sub(lit(1, y), y)), kinds="f")
+logistic_p = _vm("logistic", _logistic_impl, lambda x, y: mul(y, sub(lit(1, y), y)),
+                 fn="sigmoid", cuda=sc.cuda(sc.logistic_cuda, "f", alone=True), kinds="f")
 
 
 def _sinc_impl(x):
@@ -488,23 +590,35 @@ def _sinc_d(x, y):
     return select(zero, lit(0, y), d)
 
 
-sinc_p = _f("sinc", _sinc_impl, "np.sinc({0})", _sinc_d, kinds="f")
+sinc_p = _f("sinc", _sinc_impl, _sinc_d, cpu="np.sinc({0})", kinds="f")
 
-abs_p = _f("abs", np.abs, "abs({0})", out_dtype=_to_real)
-sign_p = _f("sign", np.sign, "np.sign({0})", zero_grad=True)
-floor_p = _f("floor", np.floor, "math.floor({0})", zero_grad=True, kinds="f")
-ceil_p = _f("ceil", np.ceil, "math.ceil({0})", zero_grad=True, kinds="f")
-trunc_p = _f("trunc", np.trunc, "math.trunc({0})", zero_grad=True, kinds="f")
-round_p = _f("round", np.rint, "np.rint({0})", zero_grad=True, kinds="fc")
-isnan_p = _f("isnan", np.isnan, "math.isnan({0})", out_dtype=_to_bool, zero_grad=True)
-isinf_p = _f("isinf", np.isinf, "math.isinf({0})", out_dtype=_to_bool, zero_grad=True)
-isfinite_p = _f("isfinite", np.isfinite, "math.isfinite({0})", out_dtype=_to_bool,
-                zero_grad=True)
-signbit_p = _f("signbit", np.signbit, "np.signbit({0})", out_dtype=_to_bool, zero_grad=True,
+abs_p = _f("abs", np.abs, cpu="np.abs({0})", cuda=sc.cuda(sc.abs_cuda, "iuf"),
+           out_dtype=_to_real, cheap=True)
+sign_p = _f("sign", np.sign, cpu=sc.sign_cpu, cuda=sc.cuda(sc.sign_cuda, "iuf"), zero_grad=True,
+            cheap=True)
+floor_p = _f("floor", np.floor, cpu="np.floor({0})", zero_grad=True, kinds="f")
+ceil_p = _f("ceil", np.ceil, cpu="np.ceil({0})", zero_grad=True, kinds="f")
+trunc_p = _f("trunc", np.trunc, cpu="np.trunc({0})", zero_grad=True, kinds="f")
+round_p = _f("round", np.rint, cpu="np.rint({0})", zero_grad=True, kinds="fc")
+
+
+def _float_test(name, impl):
+    return _f(name, impl, cpu=f"np.{name}({{0}})", cuda=sc.cuda(f"math.{name}({{0}})", "f"),
+              out_dtype=_to_bool, zero_grad=True)
+
+
+isnan_p = _float_test("isnan", np.isnan)
+isinf_p = _float_test("isinf", np.isinf)
+isfinite_p = _float_test("isfinite", np.isfinite)
+signbit_p = _f("signbit", np.signbit, cpu="np.signbit({0})",
+               cuda=sc.cuda(sc.signbit_cuda, "f"), out_dtype=_to_bool, zero_grad=True,
                kinds="f")
-conj_p = _f("conj", np.conjugate, "{0}.conjugate()", linear=True)
-real_p = _f("real", np.real, "{0}.real", out_dtype=_to_real, linear=True)
-imag_p = _f("imag", np.imag, "{0}.imag", out_dtype=_to_real, linear=True)
+# complex parts: no kernel computes complex data
+conj_p = _f("conj", np.conjugate, cpu=_COMPLEX, cuda=_COMPLEX, linear=True)
+real_p = _f("real", np.real, cpu=_COMPLEX, cuda=_COMPLEX, out_dtype=_to_real, linear=True,
+            fresh=False)
+imag_p = _f("imag", np.imag, cpu=_COMPLEX, cuda=_COMPLEX, out_dtype=_to_real, linear=True,
+            fresh=False)
 
 (exp, exp2, expm1, log, log2, log10, log1p, sin, cos, tan, asin, acos, atan, sinh, cosh,
  tanh, asinh, acosh, atanh, sqrt, cbrt, rsqrt, logistic, sinc, abs, sign, floor, ceil, trunc,
@@ -563,7 +677,8 @@ def _atan2_impl(y, x):
     return np.arctan2(y, x)
 
 
-atan2_p = elementwise_op("atan2", _atan2_impl, 2, kernel="math.atan2({0}, {1})", kinds="f")
+atan2_p = elementwise_op("atan2", _atan2_impl, 2, cpu=sc.cpu("np.arctan2({0}, {1})"),
+                         cuda=sc.libdevice("atan2"), kinds="f")
 atan2 = _binary(atan2_p)
 
 
@@ -572,10 +687,11 @@ def _atan2_denom(y, x):
     return select(eq(d, lit(0, d)), lit(1, d), d)   # arctan2(0, 0): zero gradient
 
 
-_smooth_binary(atan2_p, lambda y, x, o: div(x, _atan2_denom(y, x)),
-               lambda y, x, o: neg(div(y, _atan2_denom(y, x))))
+smooth_rules(atan2_p, (lambda y, x, o: div(x, _atan2_denom(y, x)),
+                      lambda y, x, o: neg(div(y, _atan2_denom(y, x)))), 2)
 
-hypot_p = elementwise_op("hypot", np.hypot, 2, kernel="math.hypot({0}, {1})", kinds="f")
+hypot_p = elementwise_op("hypot", np.hypot, 2, cpu=sc.cpu("np.hypot({0}, {1})"),
+                         cuda=sc.libdevice("hypot"), kinds="f")
 hypot = _binary(hypot_p)
 
 
@@ -586,10 +702,11 @@ def _hypot_d(first):
     return d
 
 
-_smooth_binary(hypot_p, _hypot_d(True), _hypot_d(False))
+smooth_rules(hypot_p, (_hypot_d(True), _hypot_d(False)), 2)
 
 logaddexp_p = elementwise_op("logaddexp", np.logaddexp, 2,
-                             kernel="np.logaddexp({0}, {1})", kinds="f")
+                             cpu=sc.cpu("np.logaddexp({0}, {1})"),
+                             cuda=sc.cuda(sc.logaddexp_cuda, "f", alone=True), kinds="f")
 logaddexp = _binary(logaddexp_p)
 
 
@@ -603,10 +720,10 @@ def _lae_d(first):
     return d
 
 
-_smooth_binary(logaddexp_p, _lae_d(True), _lae_d(False))
+smooth_rules(logaddexp_p, (_lae_d(True), _lae_d(False)), 2)
 
-copysign_p = elementwise_op("copysign", np.copysign, 2, kernel="math.copysign({0}, {1})",
-                            kinds="f")
+copysign_p = elementwise_op("copysign", np.copysign, 2, cpu=sc.cpu("np.copysign({0}, {1})"),
+                            cuda=sc.libdevice("copysign"), kinds="f")
 copysign = _binary(copysign_p)
-_smooth_binary(copysign_p, lambda x, y, o: mul(sign(x), select(signbit(y), lit(-1, o),
-                                                              lit(1, o))), None)
+smooth_rules(copysign_p, (lambda x, y, o: mul(sign(x), select(signbit(y), lit(-1, o),
+                                                                     lit(1, o))), None), 2)

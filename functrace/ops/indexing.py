@@ -22,7 +22,7 @@ from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
 from ._base import as_array, dtype_of, namespace_of, shape_of
-from .shape import broadcast_in_dim, reshape
+from .shape import bdim_to_front, broadcast_in_dim, moveaxis, reshape, size_of, transpose
 
 
 def _py_index(spec, arrays):
@@ -139,7 +139,7 @@ def _last_update_wins(xp, shape, v, key):
     return v.reshape(-1)[owner[key]]
 
 
-scatter_p = Op("scatter", _scatter_abstract, _scatter_impl)
+scatter_p = Op("scatter", _scatter_abstract, _scatter_impl, fresh=True, c_result=True)
 
 
 def scatter(x, v, idx_arrays, spec, mode):
@@ -294,3 +294,84 @@ def scatter_along_axis(v, idx, axis, shape):
     """Adjoint of take_along_axis: zeros of ``shape`` with ``v`` added at ``idx``."""
     arrs, spec = _along_axis_index(shape, idx, axis)
     return scatter(_zeros(shape, dtype_of(v)), v, arrs, spec, "add")
+
+
+# --------------------------------------------------------------------------------------------
+# batch rules
+# --------------------------------------------------------------------------------------------
+
+def _batched_index_arrays(idx, idims, size):
+    """Index arrays with a leading batch axis, shaped to broadcast against each other."""
+    shapes = [tuple(s for i, s in enumerate(shape_of(a)) if i != d) if d is not None
+              else tuple(shape_of(a)) for a, d in zip(idx, idims)]
+    A = np.broadcast_shapes(*shapes) if shapes else ()
+    out = []
+    for a, d, s in zip(idx, idims, shapes):
+        if d is not None:
+            a = moveaxis(a, d, 0)
+            a = reshape(a, (size,) + (1,) * (len(A) - len(s)) + s)
+        out.append(a)
+    return out, A
+
+
+def _gather_rule(args, dims, *, spec):
+    x, idx = args[0], list(args[1:])
+    dx, idims = dims[0], list(dims[1:])
+    size = size_of(args, dims)
+    if all(d is None for d in idims):
+        # only x is batched: a leading full slice keeps everything else as it was
+        x = moveaxis(x, dx, 0)
+        new_spec = (("slice", 0, size, 1),) + tuple(spec)
+        out = gather(x, idx, new_spec)
+        arr_pos = [i for i, e in enumerate(spec) if e[0] == "arr"]
+        adjacent = bool(arr_pos) and arr_pos == list(range(arr_pos[0], arr_pos[-1] + 1))
+        if arr_pos and not adjacent:
+            A = np.broadcast_shapes(*[shape_of(a) for a in idx])
+            return (out,), (len(A),)
+        return (out,), (0,)
+    idx_b, A = _batched_index_arrays(idx, idims, size)
+    if dx is None:
+        out = gather(x, idx_b, spec)
+        arr_pos = [i for i, e in enumerate(spec) if e[0] == "arr"]
+        adjacent = arr_pos == list(range(arr_pos[0], arr_pos[-1] + 1))
+        # the advanced block (with the batch axis first) sits where numpy puts it
+        pos = 0 if not adjacent else _dims_before(spec, arr_pos[0])
+        return (out,), (pos,)
+    x = moveaxis(x, dx, 0)
+    b_idx = np.arange(size).reshape((size,) + (1,) * len(A))
+    new_spec = (("arr", len(idx_b)),) + tuple(spec)
+    return (gather(x, idx_b + [b_idx], new_spec),), (0,)
+
+
+def _dims_before(spec, pos):
+    """Result dims produced by the basic entries of ``spec`` before entry ``pos``."""
+    return sum(1 for e in spec[:pos] if e[0] in ("slice", "none"))
+
+
+def _scatter_rule(args, dims, *, spec, mode):
+    x, v, idx = args[0], args[1], list(args[2:])
+    dx, dv, idims = dims[0], dims[1], list(dims[2:])
+    size = size_of(args, dims)
+    x = bdim_to_front(x, dx, size)
+    idx_b, A = _batched_index_arrays(idx, idims, size)
+    v = bdim_to_front(v, dv, size)
+    arr_pos = [i for i, e in enumerate(spec) if e[0] == "arr"]
+    b_idx = np.arange(size).reshape((size,) + (1,) * len(A))
+    new_spec = (("arr", len(idx_b)),) + tuple(spec)
+    if arr_pos:
+        adjacent = arr_pos == list(range(arr_pos[0], arr_pos[-1] + 1))
+        pre = _dims_before(spec, arr_pos[0]) if adjacent else 0
+        if pre:
+            # v is laid out (B, pre..., A..., post...); the new index puts A first
+            nv = len(shape_of(v))
+            perm = ([0] + list(range(1 + pre, 1 + pre + len(A))) + list(range(1, 1 + pre))
+                    + list(range(1 + pre + len(A), nv)))
+            v = transpose(v, tuple(perm))
+        # batched index arrays need the batch entry to pair with their own batch axis
+        out = scatter(x, v, idx_b + [b_idx], new_spec, mode)
+        return (out,), (0,)
+    out = scatter(x, v, [np.arange(size)], new_spec, mode)
+    return (out,), (0,)
+
+
+gather_p.batch, scatter_p.batch = _gather_rule, _scatter_rule

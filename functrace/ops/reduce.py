@@ -32,7 +32,8 @@ def _reduction(name, impl, out_dtype=None, **flags):
     def abstract_eval(x, *, axes):
         _check_axes(x, axes)
         return AVal(_reduced_shape(x.shape, axes), out_dtype(x.dtype) if out_dtype else x.dtype)
-    return Op(name, abstract_eval, impl, reduction=True, **flags)
+    return Op(name, abstract_eval, impl, reduction=True, batch_family="axes", batch_axes="axes",
+              fresh=True, c_result=True, **flags)
 
 
 def _norm_axes(axes):
@@ -48,16 +49,19 @@ def _bcast_back(y, x_shape, axes):
 # ufunc.reduce directly: the same numbers as np.sum/np.max, without their wrapper overhead
 reduce_sum_p = _reduction("reduce_sum",
                           lambda x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype),
-                          linear=True)
+                          linear=True, reduce_kind="sum")
 # np.max, not np.maximum.reduce: the function dispatches to cupy, the ufunc method does not
-reduce_max_p = _reduction("reduce_max", lambda x, *, axes: np.max(x, axis=axes))
-reduce_min_p = _reduction("reduce_min", lambda x, *, axes: np.min(x, axis=axes))
+reduce_max_p = _reduction("reduce_max", lambda x, *, axes: np.max(x, axis=axes),
+                          reduce_kind="max")
+reduce_min_p = _reduction("reduce_min", lambda x, *, axes: np.min(x, axis=axes),
+                          reduce_kind="min")
 reduce_prod_p = _reduction("reduce_prod",
-                           lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype))
+                           lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype),
+                           reduce_kind="prod")
 reduce_and_p = _reduction("reduce_and", lambda x, *, axes: np.all(x, axis=axes),
-                          out_dtype=lambda d: np.dtype(bool), zero_grad=True)
+                          out_dtype=lambda d: np.dtype(bool), zero_grad=True, reduce_kind="and")
 reduce_or_p = _reduction("reduce_or", lambda x, *, axes: np.any(x, axis=axes),
-                         out_dtype=lambda d: np.dtype(bool), zero_grad=True)
+                         out_dtype=lambda d: np.dtype(bool), zero_grad=True, reduce_kind="or")
 
 
 def _make(op):
@@ -163,9 +167,11 @@ def _arg_abstract(x, *, axis):
 
 
 argmax_p = Op("argmax", _arg_abstract, lambda x, *, axis: np.argmax(x, axis=axis),
-              differentiable=False, reduction=True)
+              differentiable=False, reduction=True, batch_family="axes", batch_axes="axis",
+              fresh=True, c_result=True)
 argmin_p = Op("argmin", _arg_abstract, lambda x, *, axis: np.argmin(x, axis=axis),
-              differentiable=False, reduction=True)
+              differentiable=False, reduction=True, batch_family="axes", batch_axes="axis",
+              fresh=True, c_result=True)
 
 
 def argmax(x, axis):
@@ -195,8 +201,10 @@ def _scan_impl(fn):
     return impl
 
 
-cumsum_p = Op("cumsum", _scan_abstract, _scan_impl(np.cumsum), linear=True)
-cumprod_p = Op("cumprod", _scan_abstract, _scan_impl(np.cumprod))
+cumsum_p = Op("cumsum", _scan_abstract, _scan_impl(np.cumsum), linear=True,
+              batch_family="axes", batch_axes="axis", fresh=True)
+cumprod_p = Op("cumprod", _scan_abstract, _scan_impl(np.cumprod), batch_family="axes",
+               batch_axes="axis", fresh=True)
 
 
 def cumsum(x, axis, reverse=False):
@@ -303,7 +311,7 @@ def _lse_impl(x, *, axes):
     return s.reshape(tuple(n for i, n in enumerate(s.shape) if i not in axes))
 
 
-logsumexp_p = _reduction("logsumexp", _lse_impl)
+logsumexp_p = _reduction("logsumexp", _lse_impl, reduce_kind="logsumexp")
 
 
 def logsumexp(x, axes):
@@ -344,7 +352,8 @@ def _l2_abstract(x, *, axes):
     return AVal(_reduced_shape(x.shape, axes), np.empty(0, x.dtype).real.dtype)
 
 
-l2norm_p = Op("l2norm", _l2_abstract, _l2_impl, reduction=True)
+l2norm_p = Op("l2norm", _l2_abstract, _l2_impl, reduction=True, batch_family="axes",
+              batch_axes="axes", fresh=True, c_result=True)
 
 
 def l2norm(x, axes):
@@ -397,7 +406,8 @@ def _sort_impl(x, *, axis):
     return np.take_along_axis(x, idx, axis=axis), idx
 
 
-sort_p = Op("sort", _sort_abstract, _sort_impl, multiple_results=True)
+sort_p = Op("sort", _sort_abstract, _sort_impl, multiple_results=True, batch_family="axes",
+             batch_axes="axis", fresh=True)
 
 
 def sort(x, axis):

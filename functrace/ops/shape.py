@@ -19,6 +19,12 @@ from ._base import as_array, dtype_of, namespace_of, shape_of
 # --------------------------------------------------------------------------------------------
 
 
+def _bid_view_map(e):
+    x, out = e.inputs[0].aval, e.outputs[0].aval
+    bd = e.params["broadcast_dimensions"]
+    return tuple(bd[i] if x.shape[i] == out.shape[bd[i]] else None for i in range(x.ndim))
+
+
 def _bid_abstract(x, *, shape, broadcast_dimensions):
     if len(broadcast_dimensions) != x.ndim:
         raise ShapeError(f"broadcast_dimensions {broadcast_dimensions} must name one output "
@@ -40,7 +46,8 @@ def _bid_impl(x, *, shape, broadcast_dimensions):
     return np.broadcast_to(x.reshape(expanded), shape)
 
 
-broadcast_in_dim_p = Op("broadcast_in_dim", _bid_abstract, _bid_impl, linear=True)
+broadcast_in_dim_p = Op("broadcast_in_dim", _bid_abstract, _bid_impl, linear=True,
+                        fusion="view", view_map=_bid_view_map, reindex=True, strided_view=True)
 
 
 def broadcast_in_dim(x, shape, broadcast_dimensions):
@@ -98,7 +105,20 @@ def _reshape_impl(x, *, new_sizes):
     return np.reshape(x, new_sizes)
 
 
-reshape_p = Op("reshape", _reshape_abstract, _reshape_impl, linear=True)
+def _reshape_view_map(e):
+    x, out = e.inputs[0].aval, e.outputs[0].aval
+    xs = [i for i, n in enumerate(x.shape) if n != 1]
+    os_ = [i for i, n in enumerate(out.shape) if n != 1]
+    if [x.shape[i] for i in xs] != [out.shape[i] for i in os_]:
+        return None      # not a unit-axis reshape: a kernel cannot fold it
+    m: list = [None] * x.ndim
+    for i, j in zip(xs, os_):
+        m[i] = j
+    return tuple(m)
+
+
+reshape_p = Op("reshape", _reshape_abstract, _reshape_impl, linear=True, fusion="view",
+               view_map=_reshape_view_map, reindex=True)
 
 
 def reshape(x, new_sizes):
@@ -124,7 +144,13 @@ def _transpose_impl(x, *, permutation):
     return np.transpose(x, permutation)
 
 
-transpose_p = Op("transpose", _transpose_abstract, _transpose_impl, linear=True)
+def _transpose_view_map(e):
+    perm = e.params["permutation"]
+    return tuple(perm.index(p) for p in range(e.inputs[0].aval.ndim))
+
+
+transpose_p = Op("transpose", _transpose_abstract, _transpose_impl, linear=True, fusion="view",
+                 view_map=_transpose_view_map, reindex=True, strided_view=True)
 
 
 def transpose(x, permutation):
@@ -163,7 +189,19 @@ def _slice_impl(x, *, start_indices, limit_indices, strides):
     return x[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
 
 
-slice_p = Op("slice", _slice_abstract, _slice_impl, linear=True)
+def _slice_c_result(e) -> bool:
+    """A slice of a C array is C when only its first cut axis is cut, with unit stride, and
+    every axis before it has extent 1."""
+    x = e.inputs[0].aval
+    p = e.params
+    cut = [i for i in range(x.ndim) if (p["start_indices"][i], p["limit_indices"][i],
+                                        p["strides"][i]) != (0, x.shape[i], 1)]
+    return not cut or (cut == [min(cut)] and p["strides"][cut[0]] == 1 and all(
+        x.shape[i] == 1 for i in range(cut[0])))
+
+
+slice_p = Op("slice", _slice_abstract, _slice_impl, linear=True, reindex=True,
+             c_result=_slice_c_result)
 
 
 def slice_op(x, start_indices, limit_indices, strides=None):
@@ -214,7 +252,8 @@ def _pad_impl(x, v, *, config):
     return out
 
 
-pad_p = Op("pad", _pad_abstract, _pad_impl, linear=True)
+pad_p = Op("pad", _pad_abstract, _pad_impl, linear=True, fusion="shifted", fresh=True,
+           c_result=True)
 
 
 def pad(x, value, config):
@@ -276,7 +315,8 @@ def _concat_impl(*xs, dimension):
     return np.concatenate(xs, axis=dimension)
 
 
-concatenate_p = Op("concatenate", _concat_abstract, _concat_impl, linear=True)
+concatenate_p = Op("concatenate", _concat_abstract, _concat_impl, linear=True, fresh=True,
+                   c_result=True)
 
 
 def concatenate(xs, dimension):
@@ -322,7 +362,8 @@ def _rev_impl(x, *, dimensions):
     return np.flip(x, dimensions)
 
 
-rev_p = Op("rev", _rev_abstract, _rev_impl, linear=True)
+rev_p = Op("rev", _rev_abstract, _rev_impl, linear=True, batch_family="axes",
+           batch_axes="dimensions")
 
 
 def rev(x, dimensions):
@@ -355,7 +396,7 @@ def _iota_impl(*, dtype, shape, dimension):
     return np.broadcast_to(idx.reshape(view), shape)
 
 
-iota_p = Op("iota", _iota_abstract, _iota_impl, zero_grad=True)
+iota_p = Op("iota", _iota_abstract, _iota_impl, zero_grad=True, fresh=True)
 
 
 def iota(dtype, shape, dimension=0):
@@ -366,3 +407,88 @@ def iota(dtype, shape, dimension=0):
 
 iota_p.vjp = lambda cts, ins, outs, **p: ()
 iota_p.jvp = lambda primals, tangents, outs, **p: (None,)
+
+
+# --------------------------------------------------------------------------------------------
+# batch rules (``rule(args, dims, **params) -> (outs, out_dims)``; ops.batch_rules)
+# --------------------------------------------------------------------------------------------
+
+def moveaxis(x, src: int, dst: int):
+    """Move axis ``src`` of ``x`` to position ``dst`` (a transpose op)."""
+    nd = len(shape_of(x))
+    if src == dst:
+        return x
+    perm = [i for i in range(nd) if i != src]
+    perm.insert(dst, src)
+    return transpose(x, tuple(perm))
+
+
+def bdim_to_front(x, d, size):
+    """The value with its batch axis first; unbatched values are broadcast to have one."""
+    if d is None:
+        shape = shape_of(x)
+        return broadcast_in_dim(x, (size, *shape), tuple(range(1, len(shape) + 1)))
+    return moveaxis(x, d, 0)
+
+
+def size_of(args, dims) -> int:
+    """The batch size: the extent of the batch axis of the first batched argument."""
+    for a, d in zip(args, dims):
+        if d is not None:
+            return shape_of(a)[d]
+    raise AssertionError("no batched argument")
+
+
+def _bid_rule(args, dims, *, shape, broadcast_dimensions):
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    size = shape_of(x)[0]
+    return (broadcast_in_dim(x, (size, *shape),
+                             (0, *(b + 1 for b in broadcast_dimensions))),), (0,)
+
+
+def _reshape_rule(args, dims, *, new_sizes):
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    return (reshape(x, (shape_of(x)[0], *new_sizes)),), (0,)
+
+
+def _transpose_rule(args, dims, *, permutation):
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    return (transpose(x, (0, *(p + 1 for p in permutation))),), (0,)
+
+
+def _slice_rule(args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    n = shape_of(x)[0]
+    return (slice_op(x, (0, *start_indices), (n, *limit_indices), (1, *strides)),), (0,)
+
+
+def _pad_rule(args, dims, *, config):
+    from .elementwise import add, mul
+    (x, v), (dx, dv) = args, dims
+    size = size_of(args, dims)
+    x = bdim_to_front(x, dx, size)
+    cfg = ((0, 0, 0), *config)
+    if dv is None:
+        return (pad(x, v, cfg),), (0,)
+    # a batched pad value: pad with 0, then add v where the padding went
+    dt = dtype_of(x)
+    zero = np.zeros((), dt)
+    body = pad(x, zero, cfg)
+    mask = pad(broadcast_in_dim(zero, shape_of(x), ()), np.ones((), dt), cfg)
+    vb = broadcast_in_dim(moveaxis(v, dv, 0), shape_of(body), (0,))
+    return (add(body, mul(mask, vb)),), (0,)
+
+
+def _concat_rule(args, dims, *, dimension):
+    size = size_of(args, dims)
+    xs = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
+    return (concatenate(xs, dimension + 1),), (0,)
+
+
+broadcast_in_dim_p.batch, reshape_p.batch, transpose_p.batch = (
+    _bid_rule, _reshape_rule, _transpose_rule)
+slice_p.batch, pad_p.batch, concatenate_p.batch = _slice_rule, _pad_rule, _concat_rule

@@ -14,7 +14,7 @@ The rules (DESIGN.md, "compile latency is a first-class constraint"):
   unit axes in front of a group become static index maps of the group's reads
   (``resolve``); such a view equation only runs (as a numpy view) if something outside a group
   reads it.
-* **Pads are shifted reads**: a ``pad`` the target accepts (``SHIFTED_OPS``; no interior
+* **Pads are shifted reads**: a ``pad`` the target accepts (``op.fusion == "shifted"``; no interior
   padding, a constant fill) joins groups like an elementwise equation whose loop shape is its
   *output* shape; its input is read at ``loop index - low`` where in range, else the fill is
   used. Because the read is shifted it never reads a value of its own group, and its input
@@ -45,18 +45,8 @@ from collections.abc import Callable
 
 from ..core import Eqn, Graph, Var
 
-__all__ = ["Group", "OpStep", "FusionPlan", "plan_fusion", "view_map", "VIEW_OPS",
-           "CHEAP_OPS", "SHIFTED_OPS"]
+__all__ = ["Group", "OpStep", "FusionPlan", "plan_fusion", "view_map"]
 
-VIEW_OPS = frozenset({"broadcast_in_dim", "transpose", "reshape"})
-#: non-elementwise ops a group may hold as a *shifted read* of their first input over the
-#: loop shape of their output (``pad``: ``x[i - low]`` inside, the fill outside); whether a
-#: given equation qualifies is the target's ``fusible``
-SHIFTED_OPS = frozenset({"pad"})
-#: ops cheap enough to be recomputed in a later kernel rather than stored
-CHEAP_OPS = frozenset({"neg", "add", "sub", "mul", "integer_pow", "abs", "select", "max", "min",
-                       "eq", "ne", "lt", "le", "gt", "ge", "convert_element_type", "and",
-                       "or", "not", "stop_gradient", "sign", "clip"})
 MAX_GROUP_EQNS = 40
 RECOMPUTE_MAX = 6
 
@@ -126,28 +116,11 @@ class FusionPlan:
 
 
 def view_map(e: Eqn) -> tuple | None:
-    """For a view equation, the output axis each operand axis is read from (None: a unit axis
-    read at index 0); None when the op is not a pure re-indexing of its operand."""
-    x = e.inputs[0].aval
-    out = e.outputs[0].aval
-    name = e.op.name
-    if name == "broadcast_in_dim":
-        bd = e.params["broadcast_dimensions"]
-        return tuple(bd[i] if x.shape[i] == out.shape[bd[i]] else None
-                     for i in range(x.ndim))
-    if name == "transpose":
-        perm = e.params["permutation"]
-        return tuple(perm.index(p) for p in range(x.ndim))
-    if name == "reshape":
-        xs = [i for i, n in enumerate(x.shape) if n != 1]
-        os_ = [i for i, n in enumerate(out.shape) if n != 1]
-        if [x.shape[i] for i in xs] != [out.shape[i] for i in os_]:
-            return None
-        m: list = [None] * x.ndim
-        for i, j in zip(xs, os_):
-            m[i] = j
-        return tuple(m)
-    return None
+    """For a view equation (``op.fusion == "view"``), the output axis each operand axis is read
+    from (None: a unit axis read at index 0); None when the op is not a pure re-indexing of its
+    operand (the declaration's ``view_map`` decides)."""
+    vm = e.op.view_map
+    return vm(e) if vm is not None else None
 
 
 def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
@@ -158,7 +131,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
     Args:
         graph: the graph to plan.
         fusible: whether the target can put this equation (elementwise, reduction, or a
-            ``SHIFTED_OPS`` equation) in a kernel; other equations become single-op steps.
+            ``fusion="shifted"`` equation) in a kernel; other equations become single-op steps.
         prefer_kernel: whether a group made of just this one equation is still worth a
             kernel (true for transcendental math; false for ``add``, ``reduce_sum``...).
         max_eqns: bound on a group's size.
@@ -188,7 +161,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
         cur, cmap = atom, tuple(range(atom.aval.ndim))
         while isinstance(cur, Var):
             i = producer_eqn.get(cur)
-            if i is None or eqns[i].op.name not in VIEW_OPS:
+            if i is None or eqns[i].op.fusion != "view":
                 break
             vm = view_map(eqns[i])
             if vm is None:
@@ -216,7 +189,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             return False
         if not _pointwise(e) and g.reduction is not None:
             return False
-        shifted = e.op.name in SHIFTED_OPS
+        shifted = e.op.fusion == "shifted"
         for a in e.inputs:
             root, amap = resolve(a, shape)
             if not isinstance(root, Var):
@@ -238,7 +211,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
     for i, e in enumerate(eqns):
         shape = loop_shape(e) if _pointwise(e) or e.op.reduction else None
         if shape is None or not fusible(e) or 0 in shape:
-            st = OpStep(len(steps), i, view=e.op.name in VIEW_OPS)
+            st = OpStep(len(steps), i, view=e.op.fusion == "view")
             steps.append(st)
             for o in e.outputs:
                 producer[o] = st
@@ -358,7 +331,7 @@ def _needed_values(graph, steps, groups, producer, resolve, reduction_out):
 
 def _pointwise(e: Eqn) -> bool:
     """Elementwise over its output shape: elementwise ops and shifted reads (``pad``)."""
-    return e.op.elementwise or e.op.name in SHIFTED_OPS
+    return e.op.elementwise or e.op.fusion == "shifted"
 
 
 def _recompute(graph, groups, producer, resolve, reduction_out):
@@ -386,7 +359,7 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
         # values the group's shifted reads read: they must stay outside the group
         shifted_roots = set()
         for i in g.eqns:
-            if eqns[i].op.name in SHIFTED_OPS:
+            if eqns[i].op.fusion == "shifted":
                 r = resolve(eqns[i].inputs[0], g.shape)[0]
                 if isinstance(r, Var):
                     shifted_roots.add(r)
@@ -401,7 +374,7 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
                     if isinstance(r, Var) and r not in members:
                         reads.add(r)
             for i in list(g.eqns):
-                if eqns[i].op.name in SHIFTED_OPS:
+                if eqns[i].op.fusion == "shifted":
                     continue
                 for a in eqns[i].inputs:
                     root, amap = resolve(a, g.shape)
@@ -455,7 +428,7 @@ def _cheap_cone(root, h: Group, eqns, producer_eqn, resolve, stored=lambda v: Fa
             leaves.add(v)     # an external read of h: available to the later group too
             continue
         e = eqns[i]
-        if i == h.reduction or e.op.name not in CHEAP_OPS:
+        if i == h.reduction or not e.op.cheap:
             if v is not root and stored(v):
                 leaves.add(v)     # h writes it anyway: read it rather than recompute it
                 continue

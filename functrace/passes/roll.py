@@ -40,8 +40,6 @@ MAX_PERIOD = 400
 #: how many next occurrences of an equation's signature are tried as the trip length (an op
 #: may appear several times in one trip)
 _CANDIDATES = 8
-_VIEWS = frozenset({"slice", "reshape", "broadcast_in_dim", "transpose", "squeeze",
-                    "expand_dims"})
 
 
 def roll_loops(graph: Graph, body_ok=None, min_trips: int = MIN_TRIPS,
@@ -121,7 +119,7 @@ def _find_run(g: Graph, start: int, body_ok, min_trips: int, max_period: int):
                         sig[a:a + P]:
                     R += 1
                 if R >= min_trips:
-                    if not all(eqns[a + ii].op.name in _VIEWS for ii in range(P)):
+                    if not all(eqns[a + ii].op.reindex for ii in range(P)):
                         # the first trip may differ (it reads the initial state): then the
                         # run from the second trip on rolls
                         for a0, r0 in ((a, R), (a + P, R - 1)):
@@ -340,7 +338,7 @@ def _classify(g, a, P, R, producer):
             raise _Mismatch
     if not xs and not carry_src:
         raise _Mismatch       # independent repeats: nothing to roll (CSE territory)
-    if all(eqns[a + ii].op.name in _VIEWS for ii in range(P) if ii not in xs_at):
+    if all(eqns[a + ii].op.reindex for ii in range(P) if ii not in xs_at):
         raise _Mismatch       # only moves data (e.g. the readers of another loop's stack)
     return {"consts": consts, "inits": inits, "carry_src": carry_src, "inputs": inputs,
             "xs_at": xs_at, "xs": xs, "xs_specs": xs_specs}

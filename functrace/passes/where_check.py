@@ -10,17 +10,38 @@ is not taken). Analyses return side tables and never mutate a graph. Imports cor
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 import numpy as np
 
-from ..core import Eqn, Graph, Lit, Var
+from ..core import Eqn, Graph, Lit, Var, registry
 
 __all__ = ["find_unsafe_where", "make_where_safe", "SINGULAR"]
 
-# op name -> (index of the operand where it is singular, a value at which it is smooth)
-SINGULAR = {"log": (0, 1.0), "log2": (0, 1.0), "log10": (0, 1.0), "log1p": (0, 0.0),
-            "sqrt": (0, 1.0), "rsqrt": (0, 1.0), "div": (1, 1.0), "pow": (0, 1.0),
-            "asin": (0, 0.0), "acos": (0, 0.0), "atanh": (0, 0.0), "acosh": (0, 2.0),
-            "cbrt": (0, 1.0)}
+
+class _Singular(Mapping):
+    """op name -> ``op.singular`` (the index of the operand where it is singular, a value at
+    which it is smooth), for every declared op that has one: a live view of the
+    declarations, never a table of its own."""
+
+    def __getitem__(self, name: str) -> tuple[int, float]:
+        op = registry.get(name)
+        if op is None or op.singular is None:
+            raise KeyError(name)
+        return op.singular
+
+    def __contains__(self, name) -> bool:
+        op = registry.get(name)
+        return op is not None and op.singular is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n, op in list(registry.items()) if op.singular is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+SINGULAR: Mapping[str, tuple[int, float]] = _Singular()
 
 _MAX_DEPTH = 4
 
@@ -42,7 +63,7 @@ def _singular_ancestors(v, prod, depth=_MAX_DEPTH):
         e = prod.get(a)
         if e is None or not e.op.elementwise:
             continue
-        if e.op.name in SINGULAR:
+        if e.op.singular is not None:
             found.append(e)
         if e.op.name == "select":
             continue   # a nested select is its own guard
@@ -66,7 +87,7 @@ def find_unsafe_where(g: Graph) -> list[tuple[Eqn, Eqn, int]]:
         cond = e.inputs[0]
         for branch in (1, 2):
             for s in _singular_ancestors(e.inputs[branch], prod):
-                idx, _ = SINGULAR[s.op.name]
+                idx, _ = s.op.singular
                 if not _guarded(s.inputs[idx], cond, prod):
                     out.append((e, s, branch))
     return out
@@ -89,7 +110,7 @@ def make_where_safe(g: Graph) -> Graph:
             eqns.append(e)
             continue
         cond, branch = fix
-        idx, safe = SINGULAR[e.op.name]
+        idx, safe = e.op.singular
         x = e.inputs[idx]
         safe_lit = Lit(np.asarray(safe, x.aval.dtype))
         if cond.aval.shape not in ((), x.aval.shape):
