@@ -349,6 +349,25 @@ for _n in ("logical_and", "logical_or", "logical_xor"):
     case(f"{_n}:float", getattr(fnp, _n), ((2, 3), (3,)), domain=(-1, 1), order=0,
          dtypes=F64)
 
+# bit operations: integers bitwise, bools logical (as numpy); the operators &, |, ^, ~, <<, >>
+# of traced integers are these, never the logical ops
+for _n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    case(f"{_n}:int", getattr(fnp, _n), ((2, 3), (3,)), order=None, domain=(-40, 40),
+         dtypes=("int64", "int32", "uint8", ("int8", "uint16"), ("uint64", "uint8")))
+    case(f"{_n}:bool", getattr(fnp, _n), ((2, 3), (2, 3)), dtypes=("bool",), order=None)
+for _n in ("invert", "bitwise_not", "bitwise_invert"):
+    case(f"{_n}:int", getattr(fnp, _n), ((2, 3),), order=None, domain=(-40, 40),
+         dtypes=("int64", "int16", "uint8", "uint32", "bool"))
+# shift counts past the bit width give numpy's 0 (or -1)
+for _n in ("left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift"):
+    case(f"{_n}:int", getattr(fnp, _n), ((2, 3), (3,)), order=None, dtypes=(
+        "int64", "int32", "uint8", ("int16", "uint8")),
+        domain=((0, 100), lambda rng, shape, dt: np.array([0, 3, 70], dt)))
+B("op:bit_operators", lambda m, x, y: (x & y) + (x | 3) - (y ^ x) + (~x) + (x << 2) + (y >> 1)
+  + (5 & y), ((2, 3), (3,)), dtypes=("int64", "int32"), order=None, domain=(0, 30))
+B("op:bool_bit_operators", lambda m, x, y: (x & y) | (~x ^ y), ((2, 3), (3,)), dtypes=("bool",),
+  order=None)
+
 # numpy promotion of mixed dtypes (NEP 50)
 for _n, _dts in [("add", ("int8", "float32")), ("add", ("int32", "float32")),
                  ("add", ("uint8", "int8")), ("add", ("bool", "bool")),

@@ -183,3 +183,15 @@ def test_previously_silent_zero_gradient_of_asarray():
     # the functrace.numpy way gives the right answer
     np.testing.assert_allclose(
         ft.grad(lambda x: fnp.sum(fnp.concatenate([x, x]) ** 2))(np.ones(2)), [4.0, 4.0])
+
+
+def test_bit_operators_of_traced_integers_are_bitwise_like_numpy():
+    # `x & 6` of a traced int array once traced as logical_and: booleans, silently
+    f = lambda x: (x & 6) + (x | 1) + (x ^ 3) + (~x) + (x << 2) + (x >> 1)  # noqa: E731
+    for dt in (np.int64, np.int32, np.uint8):
+        x = np.array([3, 5, 12], dt)
+        want = f(x)
+        for got in (ft.jit(f)(x), ft.jit(f, backend="numpy")(x), ft.trace(f)(x)(x),
+                    ft.vmap(f)(x[:, None])[:, 0]):
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype

@@ -99,8 +99,9 @@ def _install_tracer_methods():
                "mul": (_ufuncs.multiply, "*"), "truediv": (_ufuncs.true_divide, "/"),
                "floordiv": (_ufuncs.floor_divide, "//"), "mod": (_ufuncs.remainder, "%"),
                "pow": (_ufuncs.power, "**"), "matmul": (_products.matmul, "@"),
-               "and": (_ufuncs.logical_and, "&"), "or": (_ufuncs.logical_or, "|"),
-               "xor": (_ufuncs.logical_xor, "^")}
+               "and": (_ufuncs.bitwise_and, "&"), "or": (_ufuncs.bitwise_or, "|"),
+               "xor": (_ufuncs.bitwise_xor, "^"), "lshift": (_ufuncs.left_shift, "<<"),
+               "rshift": (_ufuncs.right_shift, ">>")}
     for name, (fn, sym) in bin_ops.items():
         what = f"x {sym} y (fnp.{fn.__name__})"
         setattr(T, f"__{name}__", _binary(fn, what))
@@ -113,8 +114,7 @@ def _install_tracer_methods():
     T.__neg__ = lambda self: _ufuncs.negative(self)
     T.__pos__ = lambda self: self
     T.__abs__ = lambda self: _ufuncs.absolute(self)
-    T.__invert__ = lambda self: _ufuncs.logical_not(self) if self.dtype == _np.bool_ else \
-        _not_supported("~ on integer tracers")
+    T.__invert__ = lambda self: _ufuncs.invert(self)
     T.__getitem__ = _binary(_indexing.getitem, "x[index] (indexing)")
     T.T = property(lambda self: _shape.transpose(self))
     T.mT = property(lambda self: _shape.swapaxes(self, -1, -2))
@@ -220,11 +220,6 @@ def _array_function(self, func, types, args, kwargs):
             "cannot be traced or differentiated. Write it with functrace.numpy, or use "
             "np.asarray(x) to take the concrete value (no gradient flows through it).")
     return fn(*args, **kwargs)
-
-
-def _not_supported(what):
-    raise _FunctraceTypeError(f"{what} is not supported on traced arrays, at "
-                              f"{_source_line(_user_source())}")
 
 
 _install_tracer_methods()

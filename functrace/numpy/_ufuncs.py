@@ -71,8 +71,12 @@ def _make(name, uf, prim):
         return ufunc_apply(uf, prim, *args)
     f.__name__ = f.__qualname__ = name
     # an argument inside the function's domain (nan == nan would be False)
-    example = "(1.5)" if name == "arccosh" else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
-    grad_note = ("Piecewise constant: its gradient is zero wherever it is defined "
+    integer = not any(t[0] in "efdg" for t in uf.types)   # numpy's bit ufuncs: no float loop
+    example = ("(6)" if uf.nin == 1 else "(6, 3)") if integer else \
+        "(1.5)" if name == "arccosh" else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
+    grad_note = ("Integer and bool operands only, as in numpy (no gradient flows through "
+                 "integers)." if integer else
+                 "Piecewise constant: its gradient is zero wherever it is defined "
                  "(docs/numerics.md)." if name in _PIECEWISE_CONSTANT else
                  "Differentiable where numpy's function is smooth.")
     f.__doc__ = (f"numpy.{uf.__name__}, traceable.\n\n"
@@ -198,7 +202,37 @@ _BINARY = {
     "logical_xor": (np.logical_xor, ops.logical_xor),
 }
 
-for _n, (_uf, _prim) in {**_UNARY, **_BINARY}.items():
+
+
+# numpy's bit operations: integer operands take the bitwise ops, bool operands the logical
+# ones (numpy's bitwise_and of bools is logical_and; ``~`` of a bool is ``not``)
+def _bits(logical, bitwise):
+    def prim(*xs):
+        return (logical if xs[0].dtype == np.bool_ else bitwise)(*xs)
+    return prim
+
+
+def _no_bool_shift(prim):
+    def f(x, y):
+        return prim(x, y)      # numpy resolves bool << bool to an int8 loop: never bool here
+    return f
+
+
+_BITS = {
+    "bitwise_and": (np.bitwise_and, _bits(ops.logical_and, ops.bitwise_and)),
+    "bitwise_or": (np.bitwise_or, _bits(ops.logical_or, ops.bitwise_or)),
+    "bitwise_xor": (np.bitwise_xor, _bits(ops.logical_xor, ops.bitwise_xor)),
+    "invert": (np.invert, _bits(ops.logical_not, ops.invert)),
+    "bitwise_not": (np.invert, _bits(ops.logical_not, ops.invert)),
+    "left_shift": (np.left_shift, _no_bool_shift(ops.left_shift)),
+    "right_shift": (np.right_shift, _no_bool_shift(ops.right_shift)),
+}
+for _alias, _of in (("bitwise_invert", "invert"), ("bitwise_left_shift", "left_shift"),
+                    ("bitwise_right_shift", "right_shift")):
+    if hasattr(np, _alias):                         # numpy >= 2 spells them both ways
+        _BITS[_alias] = _BITS[_of]
+
+for _n, (_uf, _prim) in {**_UNARY, **_BINARY, **_BITS}.items():
     _make(_n, _uf, _prim)
 
 # x ** k with a Python integer k: the integer_pow op (exact x*x for k=2, derivative k*x**(k-1)

@@ -361,6 +361,28 @@ eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor = map(
     _binary, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p))
 logical_not = _unary(not_p)
 
+# integer bit operations (bool operands take the logical ops: functrace.numpy dispatches).
+# Shifts by the bit width or more are defined by numpy (0, or -1 for a negative value shifted
+# right) but are undefined behaviour in LLVM and PTX, so shifts stay numpy calls.
+_SHIFT_WHY = ("not fused: numpy defines shifts by >= the bit width, the generated code "
+              "would not")
+
+
+def _bits(name, impl, nin, scalar=None, why=None):
+    return elementwise_op(name, impl, nin, scalar=scalar, cpu=why, cuda=why, kinds="iu",
+                          zero_grad=True, cheap=scalar is not None)
+
+
+bitwise_and_p = _bits("bitwise_and", np.bitwise_and, 2, "({0} & {1})")
+bitwise_or_p = _bits("bitwise_or", np.bitwise_or, 2, "({0} | {1})")
+bitwise_xor_p = _bits("bitwise_xor", np.bitwise_xor, 2, "({0} ^ {1})")
+invert_p = _bits("invert", np.invert, 1, "(~{0})")
+left_shift_p = _bits("left_shift", np.left_shift, 2, why=_SHIFT_WHY)
+right_shift_p = _bits("right_shift", np.right_shift, 2, why=_SHIFT_WHY)
+bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift = map(
+    _binary, (bitwise_and_p, bitwise_or_p, bitwise_xor_p, left_shift_p, right_shift_p))
+invert = _unary(invert_p)
+
 
 def _select_abstract(c, x, y):
     if c.dtype != np.dtype(bool):
