@@ -27,7 +27,8 @@ pytestmark = pytest.mark.filterwarnings(   # numpy's own warning for fnp.cross o
     "ignore:Arrays of 2-dimensional vectors are deprecated:DeprecationWarning")
 
 _SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "int8": "i8", "int16": "i16",
-          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+          "uint64": "u64",
           "bool": "b", "complex128": "c128", "complex64": "c64"}
 
 
