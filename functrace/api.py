@@ -124,7 +124,7 @@ from . import ops as _ops  # noqa: E402
 from .backends import numpy_ref  # noqa: E402
 from .backends.malloc_tuning import tune_once  # noqa: E402
 from .tape import TapeTrace, TapeTracer, unwrap  # noqa: E402
-from .tracing import _current, eval_graph  # noqa: E402
+from .tracing import CURRENT_TRACE, current_trace, eval_graph  # noqa: E402
 
 
 def clear_caches() -> None:
@@ -163,7 +163,7 @@ def _traced_transform(fun: Callable, args, kwargs, build, examples=None, flat=No
 
 def _run(graph, args):
     """Evaluate a transformed graph: re-bind into an enclosing trace, or interpret."""
-    if _current.get() is not None or any(isinstance(a, Tracer) for a in args):
+    if current_trace() is not None or any(isinstance(a, Tracer) for a in args):
         return eval_graph(graph, list(args))
     return numpy_ref.run(graph, args)
 
@@ -172,17 +172,17 @@ def _call_traced(trace, fun, in_tree, leaves):
     """``fun`` called on ``leaves`` (unflattened to ``in_tree``) with ``trace`` current."""
     tune_once()     # numpy temporaries: keep glibc from mmap-ing and unmapping each one
     args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
-    token = _current.set(trace)
+    token = CURRENT_TRACE.set(trace)
     try:
         return fun(*args, **kwargs)
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
 
 
 def _taped(fun, in_tree, leaves, wrt):
     """``fun`` run once on a new tape, ``leaves[i]`` for ``i`` in ``wrt`` differentiated:
     (the tape, the leaves as passed, the output)."""
-    trace = TapeTrace(_current.get())
+    trace = TapeTrace(current_trace())
     ins = list(leaves)
     for i in wrt:
         ins[i] = trace.leaf(ins[i])
@@ -502,7 +502,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                 c = _ops._base.as_array(c, dtype=av.dtype)
             cts.append(c)
         gr = trace.pullback(list(zip(out_leaves, cts)), ins)
-        if _current.get() is None:
+        if current_trace() is None:
             gr = [_own(x) for x in gr]
         res, off = [], 0
         for p in primals:
@@ -601,7 +601,7 @@ class custom_vjp:
             raise FunctraceTypeError(
                 f"custom_vjp function {self.fun.__name__} has no rule: call .defvjp(fwd, bwd) "
                 f"first ({where()})")
-        if _current.get() is None:
+        if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_vjp
         return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
@@ -644,7 +644,7 @@ class custom_jvp:
             raise FunctraceTypeError(
                 f"custom_jvp function {self.fun.__name__} has no rule: decorate one with "
                 f"@f.defjvp first ({where()})")
-        if _current.get() is None:
+        if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_jvp
         return trace_custom_jvp(self.fun, self.rule, args)
@@ -687,7 +687,7 @@ def checkpoint(fun: Callable, prevent_cse: bool = True) -> Callable:
 
     @functools.wraps(fun)
     def wrapped(*args):
-        if _current.get() is None:
+        if current_trace() is None:
             return fun(*args)
         leaves, in_tree = tree_util.tree_flatten(tuple(args))
         flat, box = flatten_fun(lambda *a: fun(*a), tree_util.tree_structure(

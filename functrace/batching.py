@@ -23,7 +23,8 @@ import numpy as np
 from . import ops
 from .core import AVal, Graph, Lit, Var, registry
 from .errors import MissingRuleError
-from .tracing import Tracer, _source_override, bind, source_line, trace_to_graph
+from .tracing import SOURCE_OVERRIDE as _source_override
+from .tracing import Tracer, bind, source_line, trace_to_graph
 
 __all__ = ["batch_graph", "moveaxis", "bdim_to_front", "install_rules"]
 

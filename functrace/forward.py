@@ -40,7 +40,7 @@ from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeErr
 from .ops._base import as_array
 from .passes.simplify import optimize
 from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, unwrap, zeros_of
-from .tracing import Tracer, _current
+from .tracing import Tracer, current_trace, using_trace
 
 __all__ = ["jvp", "linearize", "vmap", "jacfwd", "jacrev", "jacobian", "hessian"]
 
@@ -111,7 +111,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     _check_callable(fun, "jvp")
     p_leaves, p_tree, t_leaves = _check_tangents(primals, tangents)
     in_tree = tree_util.tree_structure((tuple(primals), {}))
-    trace = JVPTrace(_current.get())
+    trace = JVPTrace(current_trace())
     ins = [p if t is None else trace.input(p, t) for p, t in zip(p_leaves, t_leaves)]
     out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
     outs, tans = [], []
@@ -289,7 +289,7 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
     """``fun`` on the batched ``leaves`` (batch axis ``dims[i]`` or None); outputs with their
     batch axis at ``out_axes``."""
     install_rules()
-    trace = BatchTrace(_current.get(), size)
+    trace = BatchTrace(current_trace(), size)
     ins = [x if d is None else trace.input(x, d) for x, d in zip(leaves, dims)]
     out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
     example = tree_util.tree_unflatten(out_tree, list(range(len(out_leaves))))
@@ -311,11 +311,8 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
         if not -nd <= od < nd:
             raise AxisError(f"vmap out_axes {od} is out of range for output leaf {k}, which "
                             f"has {nd} dimensions with the batch axis ({where()})")
-        token = _current.set(trace.parent)
-        try:
+        with using_trace(trace.parent):
             val = moveaxis(bdim_to_front(val, d, size), 0, od % nd)
-        finally:
-            _current.reset(token)
         res.append(val)
     if trace.parent is None:
         res = [_own(r) for r in res]
@@ -414,7 +411,7 @@ def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
     box: dict = {}
 
     def push(*ts):
-        trace = JVPTrace(_current.get())
+        trace = JVPTrace(current_trace())
         ins = list(leaves)
         for i, t in zip(wrt, ts):
             ins[i] = trace.input(leaves[i], t)
@@ -433,7 +430,7 @@ def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
 
     rows = _batched_rows(push, in_avals, chunk_size)
     aux = box["aux"]
-    if aux is not None and _current.get() is None:
+    if aux is not None and current_trace() is None:
         aux = tree_util.tree_map(_unbatched_aux, aux)
     return rows, box["avals"], box["tree"], aux
 

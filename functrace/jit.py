@@ -39,7 +39,7 @@ from .core import AVal, Graph
 from .errors import FunctraceTypeError, FunctraceValueError, where
 from .ops._base import on_device
 from .passes.simplify import optimize
-from .tracing import Tracer, _current, trace_to_graph
+from .tracing import Tracer, current_trace, trace_to_graph
 
 __all__ = ["jit", "Jitted", "Lowered"]
 
@@ -324,7 +324,7 @@ class Jitted:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if _current.get() is not None:
+        if current_trace() is not None:
             return self.fun(*args, **kwargs)     # under a transform: trace straight through
         if not self.static_argnums:
             # fast path: plain containers of arrays, keyed by a signature built in one pass

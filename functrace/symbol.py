@@ -130,9 +130,9 @@ class Symbol:
         Inside a transform (``ft.grad(sym)``, ``ft.jit(sym)``, ``ft.vmap(sym)``) the graph's
         equations are re-bound into the enclosing trace instead, so a Symbol composes like
         the function it was traced from."""
-        from .tracing import Tracer, _current, eval_graph
+        from .tracing import Tracer, current_trace, eval_graph
         leaves, tree = tree_util.tree_flatten((args, kwargs))
-        if _current.get() is not None or any(isinstance(x, Tracer) for x in leaves):
+        if current_trace() is not None or any(isinstance(x, Tracer) for x in leaves):
             if tree != self.in_tree:
                 self._structure_error(args, kwargs, leaves, tree)
             for i, (x, v) in enumerate(zip(leaves, self.inputs)):

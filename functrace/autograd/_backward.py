@@ -41,7 +41,7 @@ from ..errors import FunctraceError, FunctraceValueError, ShapeError, where
 from ..ops.elementwise import add_p
 from ..passes.simplify import dce, optimize
 from ..symbol import Symbol
-from ..tracing import _current, eval_graph
+from ..tracing import CURRENT_TRACE, eval_graph
 from ._marking import _as_list
 from ._ndarray import RECORDER, NDArray, _eager, _storage, _wrap
 from ._nodes import _Node, _Slot
@@ -214,11 +214,11 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
         return hit
     fwd_vars = list(g.inputs) + [o for e in g.eqns for o in e.outputs]
     position = {v: i for i, v in enumerate(fwd_vars)}
-    token = _current.set(None)
+    token = CURRENT_TRACE.set(None)
     try:
         joint = vjp_graph(g, list(wrt), ["input" if s else None for s in seeds])
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
     n_fwd = len(g.eqns)
     cts = list(joint.inputs[len(g.inputs):])
     grads = list(joint.outputs[len(g.outputs):])
@@ -312,7 +312,7 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
         if create_graph:
             cts = [c if isinstance(c, NDArray) else _wrap(c) for c in cts]
             given = {id(a) for a in args + cts}
-            t_cur, t_rec = _current.set(RECORDER), _recording.set(True)
+            t_cur, t_rec = CURRENT_TRACE.set(RECORDER), _recording.set(True)
             try:
                 outs = eval_graph(graph, args + cts)
                 # a gradient that *is* an input (d(x*y)/dx = y) gets its own array: a recorded
@@ -321,15 +321,15 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
                         for o in outs]
             finally:
                 _recording.reset(t_rec)
-                _current.reset(t_cur)
+                CURRENT_TRACE.reset(t_cur)
             return [o if isinstance(o, NDArray) else _wrap(_storage(o)) for o in outs]
         cts = [c._data if isinstance(c, NDArray) else c for c in cts]
         given = {id(a) for a in args + cts}
-        t_cur = _current.set(None)
+        t_cur = CURRENT_TRACE.set(None)
         try:
             outs = numpy_ref.run(graph, args + cts)
         finally:
-            _current.reset(t_cur)
+            CURRENT_TRACE.reset(t_cur)
         return [o.copy() if id(o) in given else o for o in outs]
     finally:
         _training.reset(t_train)

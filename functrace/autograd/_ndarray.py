@@ -49,7 +49,15 @@ from ..errors import (
     ShapeError,
     TracerLeakError,
 )
-from ..tracing import Trace, Tracer, _current, _user_source, op_error, source_line
+from ..tracing import (
+    CURRENT_TRACE,
+    Trace,
+    Tracer,
+    current_trace,
+    op_error,
+    source_line,
+    user_source,
+)
 from ._nodes import _check_req, _Node, _Slot
 from ._state import _recording, _training
 
@@ -77,7 +85,7 @@ def _storage(x, dtype=None, copy: bool = False):
     if a.dtype.kind not in "biufc":
         raise FunctraceTypeError(f"autograd arrays hold bool, integer, float or complex data; "
                                  f"got {type(x).__name__} of dtype {a.dtype}; at "
-                                 f"{source_line(_user_source())}")
+                                 f"{source_line(user_source())}")
     return a
 
 
@@ -143,7 +151,7 @@ class _Recorder(Trace):
             elif isinstance(a, Tracer):
                 raise TracerLeakError(
                     f"{op.name} got a traced value of {a._trace} while running autograd arrays "
-                    f"eagerly, at {source_line(_user_source())}: a traced value escaped its "
+                    f"eagerly, at {source_line(user_source())}: a traced value escaped its "
                     "transform (stored in a global or closure?); return it from the "
                     "transformed function instead")
             elif isinstance(a, Lit):
@@ -159,13 +167,13 @@ class _Recorder(Trace):
         try:
             out = op.abstract_eval(*avals, **params)
         except (TypeError, ValueError) as e:
-            raise op_error(op, e, avals, _user_source()) from None
+            raise op_error(op, e, avals, user_source()) from None
         out_avals = tuple(out) if op.multiple_results else (out,)
-        token = _current.set(None)   # impls that evaluate sub-graphs run plain numpy
+        token = CURRENT_TRACE.set(None)   # impls that evaluate sub-graphs run plain numpy
         try:
             res = op.impl(*datas, **params)
         finally:
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
         res = res if op.multiple_results else (res,)
         outs = [_wrap(_as_result(r, av, op), Var(av))
                 for r, av in zip(res, out_avals, strict=True)]
@@ -177,7 +185,7 @@ class _Recorder(Trace):
     def _remember(op, params, atoms, datas, parents, avals, out_avals, outs):
         """Keep the equation in a node (the seed's RecordOp), with only the values its
         gradient rule reads."""
-        eqn = Eqn(op, atoms, Params(params), [o._var for o in outs], _user_source())
+        eqn = Eqn(op, atoms, Params(params), [o._var for o in outs], user_source())
         in_key = tuple(a if isinstance(a, Lit) else av for a, av in zip(atoms, avals, strict=True))
         active = tuple(p is not None and av.dtype.kind in "fc"
                        for p, av in zip(parents, avals, strict=True))
@@ -202,13 +210,13 @@ def _eager(fn):
     NDArrays are that transform's constants and ``fn`` runs as it is)."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if _current.get() is not None:
+        if current_trace() is not None:
             return fn(*args, **kwargs)
-        token = _current.set(RECORDER)
+        token = CURRENT_TRACE.set(RECORDER)
         try:
             return fn(*args, **kwargs)
         finally:
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
     return run
 
 
@@ -256,7 +264,7 @@ def _fnp_counterpart(func, module: str):
 def _untraceable(what: str):
     return FunctraceTypeError(
         f"{what} was called on an autograd array that is part of a recorded graph, at "
-        f"{source_line(_user_source())}, and it has no functrace.numpy counterpart, so it "
+        f"{source_line(user_source())}, and it has no functrace.numpy counterpart, so it "
         "cannot be recorded or differentiated. Write it with functrace.numpy, or take the "
         "values with x.asnumpy() (no gradient flows through them).")
 
@@ -410,19 +418,19 @@ class NDArray(Tracer):
     def _check_inplace(self, what: str) -> None:
         if _recording.get() and self._ref() is not None:
             raise FunctraceValueError(_INPLACE_MSG.format(what=what) + f" At "
-                                      f"{source_line(_user_source())}.")
+                                      f"{source_line(user_source())}.")
 
     def _take(self, new, keep_graph: bool) -> None:
         """Make ``new``'s value this array's (in place, from the user's point of view)."""
         data = new._data if isinstance(new, NDArray) else _storage(new)
         if data.shape != self.shape:
             raise ShapeError(f"cannot write a value of shape {data.shape} into an array of "
-                             f"shape {self.shape} in place; at {source_line(_user_source())}")
+                             f"shape {self.shape} in place; at {source_line(user_source())}")
         if data.dtype != self.dtype:
             if not np.can_cast(data.dtype, self.dtype, "same_kind"):
                 raise FunctraceTypeError(
                     f"cannot write {data.dtype} values into a {self.dtype} array in place "
-                    f"(numpy's same_kind rule); at {source_line(_user_source())}")
+                    f"(numpy's same_kind rule); at {source_line(user_source())}")
             if keep_graph and _attached(new):
                 new = ops.convert_element_type(new, self.dtype)
                 data = new._data
@@ -490,7 +498,7 @@ class NDArray(Tracer):
     def __iter__(self) -> Iterator[NDArray]:
         if not self.shape:
             raise FunctraceTypeError(f"iteration over a 0-d array, at "
-                                     f"{source_line(_user_source())}")
+                                     f"{source_line(user_source())}")
         return (self[i] for i in range(self.shape[0]))
 
 
@@ -547,17 +555,17 @@ def array(data, dtype=None) -> NDArray:
 def _scope(recording: bool | None, training: bool | None):
     t_rec = _recording.set(recording) if recording is not None else None
     t_train = _training.set(bool(training)) if training is not None else None
-    cur = _current.get()
+    cur = current_trace()
     t_cur = None
     if recording is True and cur is None:
-        t_cur = _current.set(RECORDER)    # functrace.numpy calls in the scope run through it
+        t_cur = CURRENT_TRACE.set(RECORDER)    # functrace.numpy calls in the scope run through it
     elif recording is False and cur is RECORDER:
-        t_cur = _current.set(None)
+        t_cur = CURRENT_TRACE.set(None)
     try:
         yield
     finally:
         if t_cur is not None:
-            _current.reset(t_cur)
+            CURRENT_TRACE.reset(t_cur)
         if t_train is not None:
             _training.reset(t_train)
         if t_rec is not None:

@@ -18,7 +18,7 @@ import numpy as _np
 from ..errors import FunctraceTypeError as _FunctraceTypeError
 from ..tracing import USER_ERRORS as _USER_ERRORS
 from ..tracing import Tracer as _Tracer
-from ..tracing import _user_source
+from ..tracing import user_source as _user_source
 from ..tracing import source_line as _source_line
 from ..tracing import user_error as _user_error
 from . import _core, _creation, _indexing, _products, _reductions, _shape, _ufuncs  # noqa: F401

@@ -25,7 +25,7 @@ import numpy as np
 from .. import caches, tree_util
 from ..backends import numpy_ref
 from ..core import on_device
-from ..tracing import USER_ERRORS, Tracer, _current, trace_to_graph, user_error
+from ..tracing import USER_ERRORS, Tracer, current_trace, trace_to_graph, user_error
 
 __all__ = ["device_dispatch"]
 
@@ -59,7 +59,7 @@ def device_dispatch(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _current.get() is None and "cupy" in sys.modules and _has_device(args, kwargs):
+        if current_trace() is None and "cupy" in sys.modules and _has_device(args, kwargs):
             return call_on_device(fn, args, kwargs)
         try:
             return fn(*args, **kwargs)

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from .. import ops
-from ..tracing import Tracer, _current
+from ..tracing import Tracer, current_trace
 from ._core import asarray_any, cast, dtype_key, normalize_axes, normalize_axis
 
 __all__ = ["reshape", "ravel", "transpose", "moveaxis", "swapaxes", "expand_dims", "squeeze",
@@ -50,7 +50,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         (2, 3)
     """
     shape = newshape if shape is None else shape
-    if _current.get() is None:
+    if current_trace() is None:
         return np.reshape(a, shape, order=order)
     if order != "C":
         raise NotImplementedError(f"only order='C' reshapes are traceable, not order={order!r}; "
@@ -68,7 +68,7 @@ def ravel(a, order="C"):
         >>> fnp.ravel(np.ones((2, 2))).shape
         (4,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.ravel(a, order=order)
     x = asarray_any(a)
     return ops.reshape(x, (x.size,))
@@ -82,7 +82,7 @@ def transpose(a, axes=None):
         >>> fnp.transpose(np.ones((2, 3))).shape
         (3, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.transpose(a, axes)
     x = asarray_any(a)
     if axes is None:
@@ -109,7 +109,7 @@ def moveaxis(a, source, destination):
         >>> fnp.moveaxis(np.ones((2, 3, 4)), 0, -1).shape
         (3, 4, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.moveaxis(a, source, destination)
     x = asarray_any(a)
     src = [normalize_axis(s, x.ndim) for s in np.atleast_1d(source)]
@@ -128,7 +128,7 @@ def swapaxes(a, axis1, axis2):
         >>> fnp.swapaxes(np.ones((2, 3)), 0, 1).shape
         (3, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.swapaxes(a, axis1, axis2)
     x = asarray_any(a)
     perm = list(range(x.ndim))
@@ -145,7 +145,7 @@ def expand_dims(a, axis):
         >>> fnp.expand_dims(np.ones(3), 0).shape
         (1, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.expand_dims(a, axis)
     x = asarray_any(a)
     axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
@@ -164,7 +164,7 @@ def squeeze(a, axis=None):
         >>> fnp.squeeze(np.ones((1, 3, 1))).shape
         (3,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.squeeze(a, axis)
     x = asarray_any(a)
     if axis is None:
@@ -186,7 +186,7 @@ def broadcast_to(array, shape, subok=False):
         >>> fnp.broadcast_to(np.ones(3), (2, 3)).shape
         (2, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.broadcast_to(array, shape, subok=subok)
     x = asarray_any(array)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
@@ -204,7 +204,7 @@ def broadcast_arrays(*args):
         >>> [a.shape for a in fnp.broadcast_arrays(np.ones(3), np.ones((2, 1)))]
         [(2, 3), (2, 3)]
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.broadcast_arrays(*args)
     xs = [asarray_any(a) for a in args]
     shape = np.broadcast_shapes(*[x.shape for x in xs])
@@ -224,7 +224,7 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
         >>> fnp.concatenate([np.ones(2), np.zeros(1)])
         array([1., 1., 0.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.concatenate(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
     xs = _common([asarray_any(a) for a in arrays], dtype)
     if axis is None:
@@ -246,7 +246,7 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
         >>> fnp.stack([np.ones(2), np.zeros(2)]).shape
         (2, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
     xs = _common([asarray_any(a) for a in arrays], dtype)
     shapes = {x.shape for x in xs}
@@ -265,7 +265,7 @@ def hstack(tup, *, dtype=None, casting="same_kind"):
         >>> fnp.hstack([np.ones(2), np.zeros(1)]).shape
         (3,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.hstack(tup, dtype=dtype, casting=casting)
     xs = [atleast_1d(a) for a in tup]
     return concatenate(xs, 0 if xs[0].ndim == 1 else 1, dtype=dtype)
@@ -279,7 +279,7 @@ def vstack(tup, *, dtype=None, casting="same_kind"):
         >>> fnp.vstack([np.ones(2), np.zeros(2)]).shape
         (2, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.vstack(tup, dtype=dtype, casting=casting)
     return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
 
@@ -292,7 +292,7 @@ def dstack(tup):
         >>> fnp.dstack([np.ones(2), np.zeros(2)]).shape
         (1, 2, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.dstack(tup)
     return concatenate([atleast_3d(a) for a in tup], 2)
 
@@ -305,7 +305,7 @@ def column_stack(tup):
         >>> fnp.column_stack([np.ones(2), np.zeros(2)]).shape
         (2, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.column_stack(tup)
     xs = [asarray_any(a) for a in tup]
     xs = [ops.reshape(x, (x.size, 1)) if x.ndim < 2 else x for x in xs]
@@ -348,7 +348,7 @@ def split(ary, indices_or_sections, axis=0):
         >>> [p.shape for p in fnp.split(np.ones(4), 2)]
         [(2,), (2,)]
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.split(ary, indices_or_sections, axis)
     return _split(ary, indices_or_sections, axis, True)
 
@@ -361,7 +361,7 @@ def array_split(ary, indices_or_sections, axis=0):
         >>> [p.shape for p in fnp.array_split(np.ones(5), 2)]
         [(3,), (2,)]
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.array_split(ary, indices_or_sections, axis)
     return _split(ary, indices_or_sections, axis, False)
 
@@ -374,7 +374,7 @@ def hsplit(ary, indices_or_sections):
         >>> len(fnp.hsplit(np.ones((2, 4)), 2))
         2
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.hsplit(ary, indices_or_sections)
     x = asarray_any(ary)
     return _split(x, indices_or_sections, 1 if x.ndim > 1 else 0, True)
@@ -388,7 +388,7 @@ def vsplit(ary, indices_or_sections):
         >>> len(fnp.vsplit(np.ones((4, 2)), 2))
         2
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.vsplit(ary, indices_or_sections)
     return _split(ary, indices_or_sections, 0, True)
 
@@ -401,7 +401,7 @@ def tile(A, reps):
         >>> fnp.tile(np.array([1.0, 2.0]), 2)
         array([1., 2., 1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.tile(A, reps)
     x = asarray_any(A)
     reps = (reps,) if isinstance(reps, int | np.integer) else tuple(reps)
@@ -426,7 +426,7 @@ def repeat(a, repeats, axis=None):
         >>> fnp.repeat(np.array([1.0, 2.0]), 2)
         array([1., 1., 2., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.repeat(a, repeats, axis)
     x = asarray_any(a)
     if axis is None:
@@ -453,7 +453,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
         >>> fnp.pad(np.array([1.0, 2.0]), 1)
         array([0., 1., 2., 0.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.pad(array, pad_width, mode=mode, **kwargs)
     x = asarray_any(array)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
@@ -491,7 +491,7 @@ def flip(m, axis=None):
         >>> fnp.flip(np.array([1.0, 2.0]))
         array([2., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.flip(m, axis)
     x = asarray_any(m)
     return ops.rev(x, normalize_axes(axis, x.ndim))
@@ -505,7 +505,7 @@ def fliplr(m):
         >>> fnp.fliplr(np.eye(2))[0]
         array([0., 1.])
     """
-    return flip(m, 1) if _current.get() is not None else np.fliplr(m)
+    return flip(m, 1) if current_trace() is not None else np.fliplr(m)
 
 
 def flipud(m):
@@ -516,7 +516,7 @@ def flipud(m):
         >>> fnp.flipud(np.eye(2))[0]
         array([0., 1.])
     """
-    return flip(m, 0) if _current.get() is not None else np.flipud(m)
+    return flip(m, 0) if current_trace() is not None else np.flipud(m)
 
 
 def roll(a, shift, axis=None):
@@ -527,7 +527,7 @@ def roll(a, shift, axis=None):
         >>> fnp.roll(np.array([1.0, 2.0, 3.0]), 1)
         array([3., 1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.roll(a, shift, axis)
     x = asarray_any(a)
     if axis is None:
@@ -559,7 +559,7 @@ def rot90(m, k=1, axes=(0, 1)):
         >>> fnp.rot90(np.array([[1.0, 2.0], [3.0, 4.0]]))[0]
         array([2., 4.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.rot90(m, k, axes)
     x = asarray_any(m)
     a0, a1 = (normalize_axis(a, x.ndim) for a in axes)
@@ -601,7 +601,7 @@ def triu(m, k=0):
         array([[1., 1.],
                [0., 1.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.triu(m, k)
     return _tri_apply(m, k, False)
 
@@ -615,7 +615,7 @@ def tril(m, k=0):
         array([[1., 0.],
                [1., 1.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.tril(m, k)
     return _tri_apply(m, k, True)
 
@@ -628,7 +628,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
         >>> fnp.diagonal(np.arange(4.0).reshape(2, 2))
         array([0., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.diagonal(a, offset, axis1, axis2)
     x = asarray_any(a)
     a1, a2 = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
@@ -654,7 +654,7 @@ def diag(v, k=0):
         array([[1., 0.],
                [0., 2.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.diag(v, k)
     x = asarray_any(v)
     if x.ndim == 2:
@@ -676,7 +676,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
         >>> float(fnp.trace(np.eye(3)))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.trace(a, offset, axis1, axis2, dtype, out)
     from ._reductions import sum as fsum
     return fsum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
@@ -690,7 +690,7 @@ def atleast_1d(*arys):
         >>> fnp.atleast_1d(1.0).shape
         (1,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.atleast_1d(*arys)
     res = [asarray_any(a) for a in arys]
     res = [ops.reshape(x, (1,)) if x.ndim == 0 else x for x in res]
@@ -705,7 +705,7 @@ def atleast_2d(*arys):
         >>> fnp.atleast_2d(np.ones(3)).shape
         (1, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.atleast_2d(*arys)
     res = []
     for a in arys:
@@ -722,7 +722,7 @@ def atleast_3d(*arys):
         >>> fnp.atleast_3d(np.ones(3)).shape
         (1, 3, 1)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.atleast_3d(*arys)
     res = []
     for a in arys:
@@ -780,7 +780,7 @@ def copy(a, order="K", subok=False):
         >>> fnp.copy(np.ones(2))
         array([1., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.copy(a, order=order, subok=subok)
     return asarray_any(a)
 
@@ -793,7 +793,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
         >>> fnp.sort(np.array([3.0, 1.0, 2.0]))
         array([1., 2., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     x = asarray_any(a)
     if axis is None:
@@ -809,7 +809,7 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
         >>> fnp.argsort(np.array([3.0, 1.0, 2.0]))
         array([1, 2, 0])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.argsort(a, axis=axis, kind=kind, order=order, stable=stable)
     x = asarray_any(a)
     if axis is None:
@@ -825,7 +825,7 @@ def append(arr, values, axis=None):
         >>> fnp.append(np.array([1.0]), 2.0)
         array([1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.append(arr, values, axis)
     x, v = asarray_any(arr), asarray_any(values)
     if axis is None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import linalg as _lops
-from ..tracing import Tracer, _current
+from ..tracing import Tracer, current_trace
 from ._core import asarray_any, cast, normalize_axis
 
 __all__ = ["EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky",
@@ -65,7 +65,7 @@ _NoValue = getattr(np, "_NoValue", None)
 
 
 def _traced() -> bool:
-    return _current.get() is not None
+    return current_trace() is not None
 
 
 def _common_dtype(*xs) -> np.dtype:
