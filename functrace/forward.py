@@ -17,21 +17,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import tree_util
-from .api import (
-    _argnums_tuple,
-    _call_traced,
-    _check_callable,
-    _check_leaf_arg,
-    _check_out_leaf,
-    _check_wrt_dtypes,
-    _own,
-    _run,
-    _run_eager,
-    _split,
-    _taped,
-    _traced_transform,
-    _wrt_leaf_indices,
+from .arguments import (
+    argnums_tuple,
     check_argnums,
+    check_callable,
+    check_leaf_arg,
+    check_out_leaf,
+    check_wrt_dtypes,
+    describe_out,
+    wrt_leaf_indices,
 )
 from .autodiff import jvp_graph
 from .batching import bdim_to_front, install_rules, moveaxis
@@ -39,6 +33,15 @@ from .core import AVal
 from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
 from .ops._base import as_array
 from .passes.simplify import optimize
+from .running import (
+    call_traced,
+    own,
+    run_eager,
+    run_graph,
+    split_vjp_graph,
+    taped,
+    traced_transform,
+)
 from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, unwrap, zeros_of
 from .tracing import Tracer, current_trace, using_trace
 
@@ -72,7 +75,7 @@ def _check_tangents(primals, tangents):
     if p_tree != t_tree:
         raise FunctraceTypeError(f"jvp: tangents must have the primals' structure {p_tree}, "
                                  f"got {t_tree} ({where()})")
-    p_leaves = [_check_leaf_arg(p, i) for i, p in enumerate(p_leaves)]
+    p_leaves = [check_leaf_arg(p, i) for i, p in enumerate(p_leaves)]
     out = [_check_tangent(p, t, i, "jvp") for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
     return p_leaves, p_tree, out
 
@@ -80,7 +83,7 @@ def _check_tangents(primals, tangents):
 def _check_tangent(p, t, i, fname):
     """Tangent ``t`` for primal ``p`` (leaf ``i``), checked and cast to the primal's dtype;
     None for a primal that is not float or complex (it has no tangent)."""
-    t = _check_leaf_arg(t, i, f"{fname}: tangent")
+    t = check_leaf_arg(t, i, f"{fname}: tangent")
     pa, ta = _aval(p), _aval(t)
     if pa.shape != ta.shape:
         raise ShapeError(f"{fname}: tangent {i} has shape {ta.shape}, primal has {pa.shape} "
@@ -108,12 +111,12 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
         >>> ty
         array([1.        , 0.54030231])
     """
-    _check_callable(fun, "jvp")
+    check_callable(fun, "jvp")
     p_leaves, p_tree, t_leaves = _check_tangents(primals, tangents)
     in_tree = tree_util.tree_structure((tuple(primals), {}))
     trace = JVPTrace(current_trace())
     ins = [p if t is None else trace.input(p, t) for p, t in zip(p_leaves, t_leaves)]
-    out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
+    out_leaves, out_tree = run_eager(trace, fun, in_tree, ins)
     outs, tans = [], []
     for o in out_leaves:
         if isinstance(o, JVPTracer) and o._trace is trace:
@@ -123,7 +126,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
             outs.append(o)
             tans.append(zeros_of(_value(o)))
     if trace.parent is None:
-        outs, tans = [_own(o) for o in outs], [_own(t) for t in tans]
+        outs, tans = [own(o) for o in outs], [own(t) for t in tans]
     return (tree_util.tree_unflatten(out_tree, outs),
             tree_util.tree_unflatten(out_tree, tans))
 
@@ -142,7 +145,7 @@ def linearize(fun: Callable, *primals):
         >>> float(f_jvp(1.0))
         12.0
     """
-    _check_callable(fun, "linearize")
+    check_callable(fun, "linearize")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     n = len(p_leaves)
 
@@ -151,12 +154,12 @@ def linearize(fun: Callable, *primals):
         full = optimize(jvp_graph(g, list(range(n))))
         n_in = len(g.inputs)
         # move the tangent inputs after the captured ones, then split by dependence
-        fwd, lin = _split(full, n_in, len(g.outputs))
+        fwd, lin = split_vjp_graph(full, n_in, len(g.outputs))
         return (fwd, lin), None
 
-    (fwd, lin), out_tree, _, leaves, captured = _traced_transform(
+    (fwd, lin), out_tree, _, leaves, captured = traced_transform(
         fun, primals, {}, build, diff=range(n))
-    res = _run(fwd, list(leaves) + list(captured))
+    res = run_graph(fwd, list(leaves) + list(captured))
     k = out_tree.num_leaves
     out, residuals = res[:k], res[k:]
 
@@ -172,7 +175,7 @@ def linearize(fun: Callable, *primals):
             # (an integer primal's tangent is an input of the linear graph all the same)
             ts.append(checked if checked is not None else
                       t if isinstance(t, Tracer) else np.asarray(t, dtype=_aval(p).dtype))
-        return tree_util.tree_unflatten(out_tree, _run(lin, list(residuals) + ts))
+        return tree_util.tree_unflatten(out_tree, run_graph(lin, list(residuals) + ts))
 
     return tree_util.tree_unflatten(out_tree, out), f_jvp
 
@@ -220,7 +223,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         >>> ft.vmap(lambda x, w: fnp.dot(x, w), in_axes=(0, None))(np.ones((3, 2)), np.ones(2))
         array([2., 2., 2.])
     """
-    _check_callable(fun, "vmap")
+    check_callable(fun, "vmap")
     _check_axes_spec(in_axes, "in_axes")
     _check_axes_spec(out_axes, "out_axes")
     dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes (no trace involved)
@@ -240,7 +243,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
                 raise FunctraceTypeError(f"vmap maps positional arguments only ({where()})")
             if len(dims_by_tree) < 64:
                 dims_by_tree[tree] = dims
-        leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+        leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
         norm, size = [], axis_size
         for i, (x, d) in enumerate(zip(leaves, dims)):
             if d is None:
@@ -291,7 +294,7 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
     install_rules()
     trace = BatchTrace(current_trace(), size)
     ins = [x if d is None else trace.input(x, d) for x, d in zip(leaves, dims)]
-    out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
+    out_leaves, out_tree = run_eager(trace, fun, in_tree, ins)
     example = tree_util.tree_unflatten(out_tree, list(range(len(out_leaves))))
     odims = _prefix_leaves(out_axes, example, "out_axes")
     res = []
@@ -315,7 +318,7 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
             val = moveaxis(bdim_to_front(val, d, size), 0, od % nd)
         res.append(val)
     if trace.parent is None:
-        res = [_own(r) for r in res]
+        res = [own(r) for r in res]
     return tree_util.tree_unflatten(out_tree, res)
 
 
@@ -333,11 +336,11 @@ def _hashable(x):
 
 def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux, fname=None):
     fname = fname or "jac" + mode
-    nums, single = _argnums_tuple(argnums, len(args), fname)
+    nums, single = argnums_tuple(argnums, len(args), fname)
     leaves, in_tree = tree_util.tree_flatten((tuple(args), {}))
-    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-    wrt = _wrt_leaf_indices(args, {}, nums)
-    _check_wrt_dtypes(leaves, wrt, fname, True)
+    leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+    wrt = wrt_leaf_indices(args, {}, nums)
+    check_wrt_dtypes(leaves, wrt, fname, True)
     in_avals = [_aval(leaves[i]) for i in wrt]
     if mode == "rev":
         rows, out_avals, main_tree, aux = _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size,
@@ -366,15 +369,14 @@ def _split_aux(out, has_aux, fname):
     if not has_aux:
         return out, None
     if not isinstance(out, tuple | list) or len(out) != 2:
-        from .api import _describe_out
         raise FunctraceTypeError(
             f"{fname}(has_aux=True) requires the function to return a pair (out, aux); it "
-            f"returned {_describe_out(out)} ({where()})")
+            f"returned {describe_out(out)} ({where()})")
     return out[0], out[1]
 
 
 def _float_outputs(out_leaves, fname):
-    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    out_leaves = [check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
     for i, o in enumerate(out_leaves):
         dt = _aval(o).dtype
         if dt.kind not in "fc":
@@ -387,7 +389,7 @@ def _float_outputs(out_leaves, fname):
 
 def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
     """One taped forward pass; the pullback of every output basis vector, batched."""
-    trace, ins, out = _taped(fun, in_tree, leaves, wrt)
+    trace, ins, out = taped(fun, in_tree, leaves, wrt)
     main, aux = _split_aux(out, has_aux, "jacrev")
     out_leaves, main_tree = tree_util.tree_flatten(main)
     out_leaves = _float_outputs(out_leaves, "jacrev")
@@ -400,7 +402,7 @@ def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
     rows = _batched_rows(pull, out_avals, chunk_size)
     if aux is not None:
         top = trace.parent is None
-        aux = tree_util.tree_map(lambda x: _own(unwrap(x, trace)) if top
+        aux = tree_util.tree_map(lambda x: own(unwrap(x, trace)) if top
                                  else unwrap(x, trace), aux)
     return rows, out_avals, main_tree, aux
 
@@ -416,7 +418,7 @@ def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
         for i, t in zip(wrt, ts):
             ins[i] = trace.input(leaves[i], t)
         try:
-            out = _call_traced(trace, fun, in_tree, ins)
+            out = call_traced(trace, fun, in_tree, ins)
         finally:
             trace.active = False
         main, aux = _split_aux(out, has_aux, "jacfwd")
@@ -439,7 +441,7 @@ def _unbatched_aux(x):
     if isinstance(x, Tracer):
         raise FunctraceTypeError("jacfwd(has_aux=True): the aux output depends on the "
                                  f"tangents ({where()})")
-    return _own(x)
+    return own(x)
 
 
 def _batched_rows(fn, basis_avals, chunk_size):
@@ -532,7 +534,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         array([[2., 0.],
                [0., 4.]])
     """
-    _check_callable(fun, "jacrev")
+    check_callable(fun, "jacrev")
     check_argnums(argnums, "jacrev")
 
     def jac(*args):
@@ -552,7 +554,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         array([[1., 0.],
                [0., 1.]])
     """
-    _check_callable(fun, "jacfwd")
+    check_callable(fun, "jacfwd")
     check_argnums(argnums, "jacfwd")
 
     def jac(*args):
@@ -571,11 +573,11 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
         >>> ft.jacobian(lambda x: fnp.sum(x ** 2))(np.array([1.0, 2.0]))
         array([2., 4.])
     """
-    _check_callable(fun, "jacobian")
+    check_callable(fun, "jacobian")
     check_argnums(argnums, "jacobian")
 
     def jac(*args):
-        nums, _ = _argnums_tuple(argnums, len(args), "jacobian")
+        nums, _ = argnums_tuple(argnums, len(args), "jacobian")
         n_in = sum(_aval(x).size for n in nums for x in tree_util.tree_leaves(args[n]))
         from .api import make_graph
         tr, _, _ = make_graph(fun, args)
@@ -600,7 +602,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
         array([[ 6.,  0.],
                [ 0., 12.]])
     """
-    _check_callable(fun, "hessian")
+    check_callable(fun, "hessian")
     check_argnums(argnums, "hessian")
     inner = jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic)
 

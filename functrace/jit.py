@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 
 from . import caches, tree_util
-from .api import _check_callable, _check_leaf_arg, flatten_fun
+from .arguments import check_callable, check_leaf_arg, flatten_fun
 from .backends import numpy_ref
-from .core import AVal, Graph
+from .core import AVal, Graph, on_device
 from .errors import FunctraceTypeError, FunctraceValueError, where
-from .ops._base import on_device
 from .passes.simplify import optimize
 from .tracing import Tracer, current_trace, trace_to_graph
 
@@ -86,7 +85,7 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, eager=eager, threads=threads)
-    _check_callable(fun, "jit")
+    check_callable(fun, "jit")
     return Jitted(fun, backend, static_argnums, donate_argnums, eager, threads)
 
 
@@ -279,7 +278,7 @@ class Jitted:
                         "compute on the GPU, or ft.device_get(x) to copy it to the host.")
                 sig.append((tuple(x.shape), np.dtype(x.dtype)))
             else:
-                x = leaves[i] = _check_leaf_arg(x, i)
+                x = leaves[i] = check_leaf_arg(x, i)
                 a = np.asarray(x) if not isinstance(x, AVal) else None
                 sig.append((x.shape, x.dtype) if a is None else (a.shape, a.dtype))
                 if a is not None:
@@ -355,7 +354,7 @@ class Jitted:
         dyn, svals, static = self._split(args)
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         leaves = [x if isinstance(x, AVal) else AVal(x.shape, x.dtype) if on_device(x)
-                  else np.asarray(_check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
+                  else np.asarray(check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
         return Lowered(self, entry)
 
