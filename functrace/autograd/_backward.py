@@ -42,10 +42,9 @@ from ..ops.elementwise import add_p
 from ..passes.simplify import dce, optimize
 from ..symbol import Symbol
 from ..tracing import CURRENT_TRACE, eval_graph
-from ._marking import _as_list
-from ._ndarray import RECORDER, NDArray, _eager, _storage, _wrap
-from ._nodes import _Node, _Slot
-from ._state import _recording, _training
+from ._ndarray import RECORDER, NDArray, run_recorded, storage_of, wrap
+from ._nodes import Node, Slot, as_list
+from ._state import RECORDING, TRAINING
 
 __all__ = ["backward", "get_symbol", "grad"]
 
@@ -62,7 +61,7 @@ class _History:
     def __init__(self, graph, nodes, in_slots, z_keys, saved, producer):
         self.graph = graph
         self.nodes = nodes            # the _Nodes, topologically ordered
-        self.in_slots = in_slots      # per graph input: the marked leaf's _Slot, or None
+        self.in_slots = in_slots      # per graph input: the marked leaf's Slot, or None
         self.z_keys = z_keys          # graph input index -> key of a non-leaf variable
         self.saved = saved            # Var -> value kept by the nodes
         self.producer = producer      # Var -> (node, output index)
@@ -106,10 +105,10 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
         ref = _head_ref(h, structure_only)
         if ref is None:
             raise _head_error(i, h, what)
-        if isinstance(ref, _Node):
+        if isinstance(ref, Node):
             roots.append(ref)
     # post-order walk: parents before children
-    order: list[_Node] = []
+    order: list[Node] = []
     seen: set[int] = set()
     for root in roots:
         if id(root) in seen:
@@ -119,7 +118,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
         while stack:
             node, i = stack[-1]
             ps = node.parents
-            while i < len(ps) and not (isinstance(ps[i], _Node) and id(ps[i]) not in seen):
+            while i < len(ps) and not (isinstance(ps[i], Node) and id(ps[i]) not in seen):
                 i += 1
             if i < len(ps):
                 child = ps[i]
@@ -137,7 +136,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
                 order.append(node)
 
     inputs: list[Var] = []
-    in_slots: list[_Slot | None] = []
+    in_slots: list[Slot | None] = []
     index: dict[Var, int] = {}
     eqns: list[Eqn] = []
     subst: dict[Var, Var] = {}
@@ -159,7 +158,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
         ins = []
         for a, p in zip(e.inputs, node.parents, strict=True):
             if isinstance(a, Var):
-                if not isinstance(p, _Node):
+                if not isinstance(p, Node):
                     add_input(a, p)
                 a = subst.get(a, a)
             ins.append(a)
@@ -186,7 +185,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
     outs = []
     for h in heads:
         ref = _head_ref(h, structure_only)
-        if isinstance(ref, _Slot):   # a marked leaf is its own head
+        if isinstance(ref, Slot):   # a marked leaf is its own head
             add_input(h._var, ref)
         outs.append(subst.get(h._var, h._var))
     n = len(inputs)
@@ -262,7 +261,7 @@ def _head_values(heads, head_grads, what):
     if head_grads is None:
         head_grads = [None] * len(heads)
     else:
-        head_grads = _as_list(head_grads)
+        head_grads = as_list(head_grads)
     if len(head_grads) != len(heads):
         raise FunctraceValueError(
             f"autograd.{what}: got {len(head_grads)} head gradients for {len(heads)} heads; "
@@ -277,7 +276,7 @@ def _head_values(heads, head_grads, what):
             cts.append(np.ones(h.shape, h.dtype))
             continue
         if not isinstance(hg, NDArray):
-            hg = _storage(hg)
+            hg = storage_of(hg)
         if tuple(hg.shape) != h.shape:
             raise ShapeError(f"autograd.{what}: head gradient {i} has shape "
                              f"{tuple(hg.shape)}, its head {h.shape}; they must match "
@@ -305,14 +304,14 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
         if create_graph:   # the same Var and history: what is recorded now joins the graph
             node, j = hist.producer.get(v, (None, 0))
             slot = slots.get(v) if node is None else None
-            val = _wrap(val, v, node, j, slot)
+            val = wrap(val, v, node, j, slot)
         args.append(val)
-    t_train = _training.set(bool(train_mode))
+    t_train = TRAINING.set(bool(train_mode))
     try:
         if create_graph:
-            cts = [c if isinstance(c, NDArray) else _wrap(c) for c in cts]
+            cts = [c if isinstance(c, NDArray) else wrap(c) for c in cts]
             given = {id(a) for a in args + cts}
-            t_cur, t_rec = CURRENT_TRACE.set(RECORDER), _recording.set(True)
+            t_cur, t_rec = CURRENT_TRACE.set(RECORDER), RECORDING.set(True)
             try:
                 outs = eval_graph(graph, args + cts)
                 # a gradient that *is* an input (d(x*y)/dx = y) gets its own array: a recorded
@@ -320,9 +319,9 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
                 outs = [ops.convert_element_type(o, o.dtype) if id(o) in given else o
                         for o in outs]
             finally:
-                _recording.reset(t_rec)
+                RECORDING.reset(t_rec)
                 CURRENT_TRACE.reset(t_cur)
-            return [o if isinstance(o, NDArray) else _wrap(_storage(o)) for o in outs]
+            return [o if isinstance(o, NDArray) else wrap(storage_of(o)) for o in outs]
         cts = [c._data if isinstance(c, NDArray) else c for c in cts]
         given = {id(a) for a in args + cts}
         t_cur = CURRENT_TRACE.set(None)
@@ -332,7 +331,7 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
             CURRENT_TRACE.reset(t_cur)
         return [o.copy() if id(o) in given else o for o in outs]
     finally:
-        _training.reset(t_train)
+        TRAINING.reset(t_train)
 
 
 def _sum(parts, create_graph: bool):
@@ -340,15 +339,15 @@ def _sum(parts, create_graph: bool):
     the gradients are)."""
     if len(parts) == 1:
         return parts[0]
-    token = _recording.set(True) if create_graph else None
+    token = RECORDING.set(True) if create_graph else None
     try:
         total = parts[0]
         for p in parts[1:]:
-            total = _eager(operator.add)(total, p)
+            total = run_recorded(operator.add)(total, p)
         return total
     finally:
         if token is not None:
-            _recording.reset(token)
+            RECORDING.reset(token)
 
 
 def _free(hist: _History) -> None:
@@ -366,7 +365,7 @@ def _retain(retain_graph, create_graph) -> bool:
 # --------------------------------------------------------------------------------------------
 
 def _heads(heads, what) -> list:
-    heads = _as_list(heads)
+    heads = as_list(heads)
     if not heads:
         raise FunctraceValueError(f"autograd.{what}: no heads given ({where()})")
     return heads
@@ -419,7 +418,7 @@ def backward(heads, head_grads=None, retain_graph=None, create_graph: bool = Fal
     seeds, cts = _head_values(heads, head_grads, "backward")
     grads = _run(hist, wrt, seeds, cts, create_graph, train_mode)
     per_slot: dict[int, list] = {}
-    order: list[_Slot] = []
+    order: list[Slot] = []
     for slot, gval in zip(slots, grads, strict=True):
         if id(slot) not in per_slot:
             per_slot[id(slot)] = []
@@ -431,15 +430,15 @@ def backward(heads, head_grads=None, retain_graph=None, create_graph: bool = Fal
         _free(hist)
 
 
-def _write(slot: _Slot, gval, create_graph: bool) -> None:
+def _write(slot: Slot, gval, create_graph: bool) -> None:
     buf = slot.grad
     if slot.req == "add":
         if create_graph:
-            t = _recording.set(True)
+            t = RECORDING.set(True)
             try:
-                gval = _eager(operator.add)(buf, gval)
+                gval = run_recorded(operator.add)(buf, gval)
             finally:
-                _recording.reset(t)
+                RECORDING.reset(t)
         else:
             gval = buf._data + gval
     buf._take(gval, keep_graph=create_graph)
@@ -474,7 +473,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
     """
     heads = _heads(heads, "grad")
     single = not isinstance(variables, list | tuple)
-    variables = _as_list(variables)
+    variables = as_list(variables)
     targets: dict = {}
     for k, v in enumerate(variables):
         ref = v._ref() if isinstance(v, NDArray) else None
@@ -484,7 +483,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
                 f"autograd.grad: variable {k} ({desc}) does not require a gradient: it is "
                 "neither marked (autograd.attach_grad / mark_variables) nor recorded from a "
                 f"marked array. Mark it before recording the heads ({where()})")
-        if isinstance(ref, _Node):
+        if isinstance(ref, Node):
             targets[(id(ref), v._index)] = ("var", k)
     hist = _history(heads, "grad", targets=targets, marks=False)
     wrt, owner = [], []
@@ -506,10 +505,10 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
     out = []
     for v, ps in zip(variables, parts, strict=True):
         if not ps:
-            out.append(_wrap(np.zeros(v.shape, v.dtype)))
+            out.append(wrap(np.zeros(v.shape, v.dtype)))
         else:
             total = _sum(ps, create_graph)
-            out.append(total if isinstance(total, NDArray) else _wrap(_storage(total)))
+            out.append(total if isinstance(total, NDArray) else wrap(storage_of(total)))
     if not _retain(retain_graph, create_graph):
         _free(hist)
     return out[0] if single else out
@@ -546,3 +545,13 @@ def _tuple_tree(n):
     from .. import tree_util
     return tree_util.tree_structure(tuple(range(n)))
 
+
+def _backward_method(self, out_grad=None, retain_graph=None, train_mode: bool = True,
+                     create_graph: bool = False) -> None:
+    """``autograd.backward([self], [out_grad], ...)``."""
+    backward(self, None if out_grad is None else [out_grad], retain_graph=retain_graph,
+             create_graph=create_graph, train_mode=train_mode)
+
+
+# NDArray sits below this module; its method is installed here, so the import runs one way
+NDArray.backward = _backward_method
