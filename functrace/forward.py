@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import tree_util
+from . import ops, tree_util
 from .arguments import (
     argnums_tuple,
     check_argnums,
@@ -463,8 +463,8 @@ def _batched_rows(fn, basis_avals, chunk_size):
         pieces = [[o] for o in outs] if pieces is None else [p + [o] for p, o in
                                                                zip(pieces, outs)]
     if any(isinstance(o, Tracer) for p in pieces for o in p):
-        from . import numpy as fnp
-        return [p[0] if len(p) == 1 else fnp.concatenate(p, axis=0) for p in pieces]
+        # the chunks of one output have one dtype and shape but the first axis: the op suffices
+        return [p[0] if len(p) == 1 else ops.concatenate(p, 0) for p in pieces]
     return [p[0] if len(p) == 1 else np.concatenate(p, axis=0) for p in pieces]
 
 
@@ -487,16 +487,14 @@ def _basis(avals, start, stop):
 
 def _reshape(x, shape):
     if isinstance(x, Tracer):
-        from . import numpy as fnp
-        return fnp.reshape(x, shape)
+        return ops.reshape(x, tuple(shape))
     return np.reshape(x, shape)
 
 
 def _moveaxis0_last(x, k):
     """(n, *s) -> (*s, n) generalised: move the leading axis behind ``k`` axes."""
     if isinstance(x, Tracer):
-        from . import numpy as fnp
-        return fnp.moveaxis(x, 0, k)
+        return moveaxis(x, 0, k)
     return np.moveaxis(x, 0, k)
 
 
