@@ -19,7 +19,7 @@ How a backward works (the seed's Imperative::Backward, re-thought):
    so the forward pass is not run again. The result is cached by the structure of the forward
    graph: a training loop that records the same computation each step reuses it. (The key
    is held strongly, by necessity: each step records a new, equal graph, and the cache must
-   outlive it. The cache is a bounded LRU, "autograd.backward_graphs" in
+   outlive it. The cache is a ``signature.SignatureCache``, "autograd.backward_graphs" in
    ``functrace.caches``; ``ft.clear_caches()`` empties it.)
 3. Gradients are written to each variable's buffer by its grad_req, and without retain_graph
    the nodes are released: the values they kept are dropped at once (the equations stay,
@@ -33,13 +33,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import caches, ops
+from .. import ops
 from ..autodiff import vjp_graph
 from ..backends import numpy_ref
 from ..core import Eqn, Graph, Params, Var
 from ..errors import FunctraceError, FunctraceValueError, ShapeError, where
 from ..ops.elementwise import add_p
 from ..passes.simplify import dce, optimize
+from ..signature import SignatureCache
 from ..symbol import Symbol
 from ..tracing import CURRENT_TRACE, eval_graph
 from ._ndarray import RECORDER, NDArray, run_recorded, storage_of, wrap
@@ -198,8 +199,9 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
 # The backward graph (cached by the structure of the forward graph)
 # --------------------------------------------------------------------------------------------
 
-# (forward graph, wrt, seeds, leaf pattern) -> (backward graph, positions)
-_CACHE = caches.LRU("autograd.backward_graphs")
+# (forward graph, wrt, seeds, leaf pattern) -> (backward graph, positions): the forward graph
+# is the whole signature (its constants are inputs, its literals part of its structure)
+_CACHE = SignatureCache("autograd.backward_graphs")
 
 
 def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
@@ -246,7 +248,7 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
     again = [e for e in g.eqns if id(e) in redo]
     graph = optimize(Graph(inputs + cts, again + list(bwd.eqns), bwd.outputs))
     result = (graph, tuple(position[v] for v in inputs))
-    _CACHE[key] = result
+    _CACHE.put(key, result)
     return result
 
 
