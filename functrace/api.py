@@ -250,7 +250,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     check_callable(fun, "vjp")
     leaves, in_tree = tree_util.tree_flatten((tuple(primals), {}))
     leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-    check_wrt_dtypes(leaves, range(len(leaves)), "vjp", True)
+    check_wrt_dtypes(leaves, range(len(leaves)), "vjp", False)   # any float or complex
     trace, ins, out = taped(fun, in_tree, leaves, range(len(leaves)))
     if has_aux:
         if not isinstance(out, tuple | list) or len(out) != 2:

@@ -127,7 +127,12 @@ def wrt_leaf_indices(args, kwargs, nums):
     return idx
 
 
-def check_wrt_dtypes(leaves, wrt, fname, holomorphic):
+def check_wrt_dtypes(leaves, wrt, fname, holomorphic, complex_inputs: bool = True):
+    """Refuse what cannot be differentiated: integer or bool inputs always; with
+    ``holomorphic=True``, real inputs (the derivative is f'(z), of complex z); with
+    ``complex_inputs=False`` (the Jacobians, as in JAX), complex inputs unless holomorphic.
+    ``grad`` takes complex inputs of a real-valued function without holomorphic (JAX's
+    convention: see docs/numerics.md)."""
     for i in wrt:
         x = leaves[i]
         dt = np.dtype(x.dtype) if isinstance(x, Tracer | AVal) or on_device(x) else (
@@ -137,8 +142,16 @@ def check_wrt_dtypes(leaves, wrt, fname, holomorphic):
                 f"{fname} requires float (or complex) inputs to differentiate, but input leaf "
                 f"{i} has dtype {dt}. Fix: pass it as a float array, e.g. x.astype(float), or "
                 f"leave it out of argnums ({where()})")
-        if dt.kind == "c" and not holomorphic:
-            pass   # a real-valued function of complex inputs is fine (JAX convention)
+        if holomorphic and dt.kind != "c":
+            raise FunctraceTypeError(
+                f"{fname}(holomorphic=True) differentiates with respect to complex inputs, but "
+                f"input leaf {i} has dtype {dt}. Fix: pass it as x.astype(complex), or drop "
+                f"holomorphic=True ({where()})")
+        if dt.kind == "c" and not holomorphic and not complex_inputs:
+            raise FunctraceTypeError(
+                f"{fname} of a complex input (leaf {i}, dtype {dt}) needs holomorphic=True: "
+                f"for a holomorphic function the result is then f'(z). For a function that is "
+                f"not holomorphic use ft.vjp or ft.jvp ({where()})")
 
 
 def check_scalar_out(aval, fname, holomorphic):
@@ -150,6 +163,10 @@ def check_scalar_out(aval, fname, holomorphic):
         raise FunctraceTypeError(
             f"{fname} of a complex output needs holomorphic=True (or take the real part / abs "
             f"of the output first) ({where()})")
+    if holomorphic and aval.dtype.kind != "c":
+        raise FunctraceTypeError(
+            f"{fname}(holomorphic=True) needs a complex output, got dtype {aval.dtype}. Fix: "
+            f"drop holomorphic=True for a real-valued function ({where()})")
     if aval.dtype.kind not in "fc":
         raise FunctraceTypeError(
             f"{fname} requires a float output, got dtype {aval.dtype}. Fix: compute the "

@@ -340,14 +340,14 @@ def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux, fnam
     leaves, in_tree = tree_util.tree_flatten((tuple(args), {}))
     leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     wrt = wrt_leaf_indices(args, {}, nums)
-    check_wrt_dtypes(leaves, wrt, fname, True)
+    check_wrt_dtypes(leaves, wrt, fname, holomorphic, complex_inputs=False)
     in_avals = [_aval(leaves[i]) for i in wrt]
     if mode == "rev":
         rows, out_avals, main_tree, aux = _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size,
-                                                        has_aux)
+                                                        has_aux, holomorphic)
     else:
         rows, out_avals, main_tree, aux = _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals,
-                                                        chunk_size, has_aux)
+                                                        chunk_size, has_aux, holomorphic)
     # rows[k]: for rev, per wrt input, an array (n_out_total, *in.shape); for fwd, per
     # output, an array (n_in_total, *out.shape)
     blocks = _assemble(rows, out_avals, in_avals, rev=mode == "rev")
@@ -375,7 +375,9 @@ def _split_aux(out, has_aux, fname):
     return out[0], out[1]
 
 
-def _float_outputs(out_leaves, fname):
+def _float_outputs(out_leaves, fname, holomorphic):
+    """The output leaves, checked as JAX does: float or complex; complex with holomorphic;
+    for jacrev, real without it (the pullback of a complex output is not f'(z))."""
     out_leaves = [check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
     for i, o in enumerate(out_leaves):
         dt = _aval(o).dtype
@@ -384,15 +386,25 @@ def _float_outputs(out_leaves, fname):
                 f"{fname} needs float outputs, but output leaf {i} has dtype {dt}. Fix: "
                 f"compute it in floating point, or return it as aux (has_aux=True) "
                 f"({where()})")
+        if holomorphic and dt.kind != "c":
+            raise FunctraceTypeError(
+                f"{fname}(holomorphic=True) needs complex outputs, but output leaf {i} has "
+                f"dtype {dt}. Fix: drop holomorphic=True for a real-valued function "
+                f"({where()})")
+        if not holomorphic and dt.kind == "c" and fname == "jacrev":
+            raise FunctraceTypeError(
+                f"jacrev of a complex output (leaf {i}) needs holomorphic=True (the result is "
+                f"then f'(z)); for a function that is not holomorphic use ft.vjp, or take the "
+                f"real part first ({where()})")
     return out_leaves
 
 
-def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
+def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux, holomorphic):
     """One taped forward pass; the pullback of every output basis vector, batched."""
     trace, ins, out = taped(fun, in_tree, leaves, wrt)
     main, aux = _split_aux(out, has_aux, "jacrev")
     out_leaves, main_tree = tree_util.tree_flatten(main)
-    out_leaves = _float_outputs(out_leaves, "jacrev")
+    out_leaves = _float_outputs(out_leaves, "jacrev", holomorphic)
     out_avals = [_aval(o) for o in out_leaves]
     wanted = [ins[i] for i in wrt]
 
@@ -407,7 +419,7 @@ def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
     return rows, out_avals, main_tree, aux
 
 
-def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
+def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux, holomorphic):
     """``jvp`` of ``fun`` for every input basis vector, batched (the primal part is
     computed once: it does not depend on the batched tangents)."""
     box: dict = {}
@@ -423,7 +435,7 @@ def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
             trace.active = False
         main, aux = _split_aux(out, has_aux, "jacfwd")
         out_leaves, box["tree"] = tree_util.tree_flatten(main)
-        out_leaves = _float_outputs(out_leaves, "jacfwd")
+        out_leaves = _float_outputs(out_leaves, "jacfwd", holomorphic)
         box["avals"] = [_aval(o) for o in out_leaves]
         box["aux"] = None if aux is None else tree_util.tree_map(lambda x: unwrap(x, trace),
                                                                  aux)
@@ -525,6 +537,12 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
            holomorphic: bool = False, chunk_size: int | None = None) -> Callable:
     """The Jacobian by reverse mode: vmap over the vjp graph (one batched pass), shape
     ``out.shape + in.shape``. ``chunk_size`` bounds how many rows are computed at once.
+
+    ``holomorphic=True``: ``fun`` is holomorphic in complex inputs, with complex outputs, and
+    the result is the complex derivative f'(z) (as in JAX). Without it, complex inputs or
+    outputs are a TypeError (for a function that is not holomorphic, use ``ft.vjp``). The same
+    holds for ``jacfwd``, ``jacobian`` and ``hessian``, except that ``jacfwd`` of real inputs
+    may have complex outputs.
 
     Example:
         >>> import numpy as np, functrace as ft
