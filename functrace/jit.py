@@ -223,7 +223,7 @@ class Jitted:
         for i, x in enumerate(leaves):
             if type(x) is np.ndarray and x.dtype.kind in "biufc":
                 sig.append((x.shape, x.dtype))
-            elif on_device(x):    # CUDA backend (issue #7): device arrays stay where they are
+            elif on_device(x):    # CUDA backend: device arrays stay where they are
                 if self.backend == "cpu":
                     raise FunctraceTypeError(
                         f"argument leaf {i} is a GPU array ({type(x).__name__}), and this "
@@ -265,7 +265,7 @@ class Jitted:
     def _backend_runner(self, graph: Graph, donate=()):
         if self.backend == "numpy":
             return lambda *xs: numpy_ref.run(graph, xs)
-        if self.backend == "cuda":   # issue #7: the GPU is checked at the first call
+        if self.backend == "cuda":   # the GPU is checked at the first call
             from .backends import numba_cuda
             return numba_cuda.compile(graph, donate=donate, eager=self.eager)
         from .backends import numba_cpu

@@ -15,7 +15,7 @@ __all__ = ["relu", "sigmoid", "softplus", "log_softmax", "softmax", "logsumexp",
 
 
 def relu(x):
-    """max(x, 0) with derivative 0 at x = 0 (NUMERICS.md).
+    """max(x, 0) with derivative 0 at x = 0 (docs/numerics.md).
 
     Example:
         >>> import numpy as np, functrace as ft

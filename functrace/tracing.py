@@ -5,7 +5,7 @@ array-like ``Tracer``. Imports only ``core`` and ``errors``: the array methods o
 (operators, indexing, ``.at``) are installed by ``functrace.numpy`` at import time, the way an
 upper layer plugs into a lower one without the lower importing it.
 
-How it works (the seed's deferred compute, re-thought):
+How it works (MXNet's deferred compute, re-thought):
 * ``bind(op, *args, **params)`` with no active trace runs ``op.impl`` eagerly on arrays.
 * Inside ``trace_to_graph`` a ``Trace`` is the current trace (a ContextVar, so it is
   thread- and task-local). ``bind`` records an ``Eqn`` and returns Tracers.
@@ -13,7 +13,7 @@ How it works (the seed's deferred compute, re-thought):
   (closure conversion). Each trace owns its perturbations, so nested transforms cannot
   confuse them.
 * When the example inputs are concrete, a Tracer computes its value on demand by evaluating
-  the recorded equations it depends on (the seed's ``DCInfo::Compute``); Python control flow on
+  the recorded equations it depends on (MXNet's ``DCInfo::Compute``); Python control flow on
   values works and marks the trace ``concretized`` (its graph is then specialised to those
   values and must not be cached). With abstract inputs (``ShapeDtype``) asking for a value is a
   ConcretizationError naming the user's line.

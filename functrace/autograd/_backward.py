@@ -8,7 +8,7 @@ gradient computation is recorded too.
 Imports autodiff, passes, backends, symbol and the siblings ``_ndarray``, ``_nodes``,
 ``_marking``.
 
-How a backward works (the seed's Imperative::Backward, re-thought):
+How a backward works (MXNet's Imperative::Backward, re-thought):
 1. Walk the nodes from the heads (post-order, so the equations come out topologically
    ordered). Arrays read by the nodes that no node computed are the graph's inputs: marked
    leaves and constants. Each marked *result* (a non-leaf variable, the seed's

@@ -1,7 +1,7 @@
 """Marking arrays as variables: mark_variables, attach_grad, drop_grads, grad_of.
 
 Owns how an array becomes a variable (a leaf, or a recorded result: a non-leaf variable) and
-stops being one (the seed's MarkVariables and DropGrads). Imports the sibling ``_ndarray``
+stops being one (MXNet's MarkVariables and DropGrads). Imports the sibling ``_ndarray``
 and ``_nodes``.
 """
 
@@ -99,7 +99,7 @@ def attach_grad(x, grad_req: str = "write") -> NDArray:
 
 
 def drop_grads(variables) -> None:
-    """Unmark variables and free their gradient buffers (the seed's DropGrads).
+    """Unmark variables and free their gradient buffers (MXNet's DropGrads).
 
     Graphs recorded before keep working; the array no longer gets a gradient from them and
     new recordings treat it as a constant until it is marked again.

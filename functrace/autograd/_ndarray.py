@@ -13,7 +13,7 @@ How it fits the one engine:
 * While recording, and when an operand is in a graph (a marked variable or a recorded result),
   the recorder also keeps the equation (the same ``Eqn`` a trace would record) in a ``Node``
   that points to the nodes of its operands: the history is a DAG hanging off the arrays, freed
-  by reference counting when they die (the seed's AGInfo on nnvm nodes).
+  by reference counting when they die (MXNet's AGInfo on nnvm nodes).
 * A node keeps only the operand and result values its op's vjp rule reads (the seed's
   GetBackwardDependency). We find them by tracing the rule once per op signature on abstract
   values and looking at what its graph reads; the others are left as placeholders (their
@@ -183,7 +183,7 @@ class _Recorder(Trace):
 
     @staticmethod
     def _remember(op, params, atoms, datas, parents, avals, out_avals, outs):
-        """Keep the equation in a node (the seed's RecordOp), with only the values its
+        """Keep the equation in a node (MXNet's RecordOp), with only the values its
         gradient rule reads."""
         eqn = Eqn(op, atoms, Params(params), [o._var for o in outs], user_source())
         in_key = tuple(a if isinstance(a, Lit) else av for a, av in zip(atoms, avals, strict=True))

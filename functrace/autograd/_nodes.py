@@ -2,7 +2,7 @@
 
 Owns ``Node`` (one recorded equation and links to where its operands came from), ``Slot``
 (a marked array's gradient buffer and grad_req). Which operand and result values a node keeps
-for the backward pass (the seed's GetBackwardDependency) is ``autodiff.rule_dependency``.
+for the backward pass (MXNet's GetBackwardDependency) is ``autodiff.rule_dependency``.
 Imports core; knows nothing of arrays.
 """
 

@@ -2,7 +2,7 @@
 
 Owns two context variables and their getters/setters. They are ``contextvars.ContextVar``s, so
 each thread (and each asyncio task) has its own: one thread recording never makes another
-thread record (the seed kept them ``thread_local``). Imports nothing from functrace.
+thread record (MXNet kept them ``thread_local``). Imports nothing from functrace.
 """
 
 from __future__ import annotations

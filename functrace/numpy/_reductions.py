@@ -162,7 +162,7 @@ def _minmax(name, npfn, prim):
             y = (ops.maximum if name == "max" else ops.minimum)(y, np.asarray(initial, x.dtype))
         return _keep(y, x.shape, axes, keepdims)
     f.__name__ = name
-    f.__doc__ = (f"numpy.{name}; ties share the gradient evenly (NUMERICS.md).\n\n"
+    f.__doc__ = (f"numpy.{name}; ties share the gradient evenly (docs/numerics.md).\n\n"
                  f"Example:\n    >>> import functrace.numpy as fnp, numpy as np\n"
                  f"    >>> float(fnp.{name}(np.array([1.0, 3.0, 2.0])))\n"
                  f"    {3.0 if name == 'max' else 1.0}\n")
@@ -232,7 +232,7 @@ def _mean_of(xs, axes):
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
     """numpy.std; computed as a 2-norm of the centred data, so the std of a constant has a
-    zero gradient (not NaN, NUMERICS.md).
+    zero gradient (not NaN, docs/numerics.md).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -464,7 +464,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """scipy.special.logsumexp (also ``functrace.scipy.special.logsumexp``).
 
-    Stable for large values; all -inf gives -inf with a zero gradient (NUMERICS.md).
+    Stable for large values; all -inf gives -inf with a zero gradient (docs/numerics.md).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np

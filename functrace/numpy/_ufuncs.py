@@ -254,7 +254,7 @@ def where(condition, x=None, y=None, /):
 
 
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
-    """numpy.clip; the gradient is 1 on the closed interval [a_min, a_max] (NUMERICS.md).
+    """numpy.clip; the gradient is 1 on the closed interval [a_min, a_max] (docs/numerics.md).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
