@@ -11,7 +11,7 @@ Imports autodiff, passes, backends, symbol and the siblings ``_ndarray``, ``_nod
 How a backward works (MXNet's Imperative::Backward, re-thought):
 1. Walk the nodes from the heads (post-order, so the equations come out topologically
    ordered). Arrays read by the nodes that no node computed are the graph's inputs: marked
-   leaves and constants. Each marked *result* (a non-leaf variable, the seed's
+   leaves and constants. Each marked *result* (a non-leaf variable, MXNet's
    ListNonleafVariables) gets ``u' = u + z`` with a new zero input ``z``, and later equations
    read ``u'``; the gradient for ``z`` is the gradient for ``u``.
 2. ``vjp_graph`` appends the backward equations to the forward ones. We keep only the

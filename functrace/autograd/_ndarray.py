@@ -14,7 +14,7 @@ How it fits the one engine:
   the recorder also keeps the equation (the same ``Eqn`` a trace would record) in a ``Node``
   that points to the nodes of its operands: the history is a DAG hanging off the arrays, freed
   by reference counting when they die (MXNet's AGInfo on nnvm nodes).
-* A node keeps only the operand and result values its op's vjp rule reads (the seed's
+* A node keeps only the operand and result values its op's vjp rule reads (MXNet's
   GetBackwardDependency). We find them by tracing the rule once per op signature on abstract
   values and looking at what its graph reads; the others are left as placeholders (their
   Var carries shape and dtype).
