@@ -256,7 +256,8 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """
     if current_trace() is None:
         return np.cross(a, b, axisa, axisb, axisc, axis)
-    from ._shape import moveaxis, stack
+    from ._joining import stack
+    from ._shape import moveaxis
     if axis is not None:
         axisa = axisb = axisc = axis
     x, y = _promote(a, b)
