@@ -1,4 +1,4 @@
-"""CPU executor benchmarks (issue #5): functrace jit and interpreter vs numpy, autograd, JAX, torch.
+"""CPU executor benchmarks: functrace jit and interpreter vs numpy, autograd, JAX, torch.
 
 Run:  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_cpu.py [--quick]
 
@@ -8,7 +8,7 @@ shows medians and the ratio to the hand-derived numpy gradient of the same run. 
 is checked against the hand-derived gradient before timing. Peers that are not installed
 (torch here) are skipped. Everything runs single-threaded.
 
-Workloads (targets from issue #5, ratio to the hand-derived numpy gradient):
+Workloads (targets, ratio to the hand-derived numpy gradient):
   chain      grad of sum(tanh(sin(x)*x + exp(-x**2))*0.5), x: 1e6 f64        <= 0.25
   mlp32/64   grad of a 2-layer tanh MLP softmax-xent loss, 256x784->512->10  <= 1.0
   hessian    full Hessian of the extended Rosenbrock function, n=200         <= 4.2
@@ -18,7 +18,7 @@ Workloads (targets from issue #5, ratio to the hand-derived numpy gradient):
   arith      exact arithmetic, 1e5 f64 (in cache): a degree-8 polynomial written
              as 8 multiply-adds, and a division chain, forward only; no target:
              the workload that FMA contraction and reciprocal divisions would speed
-             up, which kernels no longer do (numpy's IEEE results, issue 14)
+             up, which kernels no longer do (numpy's IEEE results)
   startup    fresh process -> first gradient (1e4 elements)                  <= 0.85 s (jit,
                                                                              warm disk cache),
                                                                              <= 0.3 s (interp.)

@@ -1,4 +1,4 @@
-"""Un-jitted transforms per call against autograd, in the same run (issue #14).
+"""Un-jitted transforms per call against autograd, in the same run.
 
 Run:  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_eager.py [--quick]
 

@@ -97,7 +97,7 @@ def main():
             a = ft_count(fs[k], x)
             b = jax_count(js[k], x) if have_jax else None
             rows.append((name, k + 1, a, b))
-    # forward mode and Hessians (issue #4): jvp along v, and the full Hessian
+    # forward mode and Hessians: jvp along v, and the full Hessian
     for (name, f, x, _scalar), peer in zip(ours, theirs):
         t = np.ones_like(np.asarray(x, dtype=float))
         a = ft_count(lambda x, f=f: ft.jvp(f, (x,), (t,))[1], x)

@@ -1,4 +1,4 @@
-"""Tracing, eager-dispatch, replay and interpreter-tier gradient costs (issues #2 and #3).
+"""Tracing, eager-dispatch, replay and interpreter-tier gradient costs.
 
 Run:  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_trace.py
 

@@ -1,4 +1,4 @@
-"""vmap, Hessian and per-example-gradient timings (issue #4), with peers in the same run.
+"""vmap, Hessian and per-example-gradient timings with peers in the same run.
 
 Run:  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_transforms.py
 

@@ -1,4 +1,4 @@
-"""GPU check of the CUDA backend (issue #7): correctness on the OpCase table, then timings.
+"""GPU check of the CUDA backend: correctness on the OpCase table, then timings.
 
 Run on a machine with an NVIDIA GPU (docs/gpu.md):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device session for the CUDA backend (issue #7): environment, gpu_check.py, the gpu tests.
+# One device session for the CUDA backend : environment, gpu_check.py, the gpu tests.
 # Usage (repo root, on a GPU machine): bash benchmarks/gpu_session.sh [OUTDIR] [gpu_check args]
 # Logs go to OUTDIR (default ./gpu_logs). Installs nothing.
 out=${1:-gpu_logs}; shift || true

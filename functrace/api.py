@@ -1,7 +1,9 @@
 """The public transforms: trace, grad, value_and_grad, vjp, jacrev, hessian, ...
 
-Owns the pytree boundary (nothing below this file sees a pytree), argument checking with
-user-facing errors, and the per-signature caches of traced and transformed graphs.
+Owns the pytree boundary of the reverse-mode transforms (nothing below the API layer sees a
+pytree), custom rules (custom_vjp, custom_jvp, checkpoint) and stop_gradient. Argument checks
+live in ``arguments``, running the user's function under a trace in ``running`` (both shared
+with ``forward`` and ``jit``). Nothing here caches: only ``ft.jit`` does (``jit``).
 """
 
 from __future__ import annotations
@@ -13,75 +15,38 @@ from typing import Any
 import numpy as np
 
 from . import caches, tree_util
-from .core import AVal, Graph, on_device
+from . import ops as _ops
+from .arguments import (
+    argnums_tuple,
+    aval_of,
+    check_argnums,
+    check_callable,
+    check_leaf_arg,
+    check_out_leaf,
+    check_scalar_out,
+    check_wrt_dtypes,
+    describe_out,
+    flatten_fun,
+    wrt_leaf_indices,
+)
 from .errors import (
     FunctraceTypeError,
     FunctraceValueError,
     ShapeError,
     where,
 )
+from .running import own, run_graph, taped, traced_transform, unwrap_tree
 from .symbol import Symbol
-from .tracing import Tracer, trace_to_graph
+from .tape import TapeTracer, unwrap
+from .tracing import Tracer, current_trace, trace_to_graph
 
 __all__ = ["trace", "make_graph", "flatten_fun"]
-
-
-def _check_callable(fun, fname: str) -> None:
-    """Refuse a non-callable ``fun`` when the transform is built (as JAX does)."""
-    if not callable(fun):
-        raise FunctraceTypeError(
-            f"ft.{fname} takes a function, but {type(fun).__name__} {fun!r:.40} is not "
-            f"callable. Fix: pass the function itself, ft.{fname}(f), and call the result "
-            f"with the arguments ({where()})")
-
-
-def _check_leaf_arg(x, i, what: str = "argument leaf"):
-    if isinstance(x, Tracer | AVal | np.ndarray | np.generic | bool | int | float | complex) or (
-            on_device(x)):
-        if not isinstance(x, Tracer | AVal | bool | int | float | complex) and (
-                np.dtype(x.dtype).kind not in "biufc"):
-            raise FunctraceTypeError(
-                f"{what} {i}: arrays of dtype {x.dtype} cannot be traced (use bool, integer, "
-                f"float or complex data) ({where()})")
-        return x
-    if hasattr(x, "__array__"):
-        a = np.asarray(x)
-        if a.dtype.kind in "biufc":
-            return a
-    raise FunctraceTypeError(
-        f"{what} {i} is a {type(x).__name__} ({x!r:.50}), not an array; pass arrays or "
-        "numbers (non-array arguments can be closed over, or marked static with jit's "
-        f"static_argnums) ({where()})")
-
-
-def _check_out_leaf(x, i):
-    if isinstance(x, Tracer | np.ndarray | np.generic | bool | int | float | complex):
-        if isinstance(x, np.ndarray | np.generic) and x.dtype.kind not in "biufc":
-            raise FunctraceTypeError(f"output leaf {i} has dtype {x.dtype}, which is not an "
-                                     f"array type ({where()})")
-        return x
-    raise FunctraceTypeError(
-        f"the traced function returned a {type(x).__name__} ({x!r:.50}) as output leaf {i}; "
-        f"functions must return arrays (or pytrees of arrays) ({where()})")
-
-
-def flatten_fun(fun: Callable, in_tree) -> tuple[Callable, list]:
-    """Wrap ``fun(*args, **kwargs)`` as a flat function; the output treedef lands in the box."""
-    box: list = []
-
-    def flat(*leaves):
-        args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
-        out = fun(*args, **kwargs)
-        out_leaves, out_tree = tree_util.tree_flatten(out)
-        box.append(out_tree)
-        return [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
-    return flat, box
 
 
 def make_graph(fun: Callable, args: Sequence[Any], kwargs: dict | None = None):
     """Trace ``fun(*args, **kwargs)``; returns (Traced, in_tree, out_tree)."""
     leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs or {}))
-    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+    leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
     flat, box = flatten_fun(fun, in_tree)
     tr = trace_to_graph(flat, leaves)
     return tr, in_tree, box[0]
@@ -101,7 +66,7 @@ def trace(fun: Callable) -> Callable[..., Symbol]:
         >>> float(sym(np.array([1.0, 2.0, 3.0])))
         14.0
     """
-    _check_callable(fun, "trace")
+    check_callable(fun, "trace")
 
     @functools.wraps(fun)
     def traced(*args, **kwargs) -> Symbol:
@@ -115,17 +80,8 @@ def trace(fun: Callable) -> Callable[..., Symbol]:
 
 
 # --------------------------------------------------------------------------------------------
-# Running a transform: un-jitted transforms re-run the user's Python on every call
+# The transforms: un-jitted transforms re-run the user's Python on every call (running.py)
 # --------------------------------------------------------------------------------------------
-
-import weakref  # noqa: E402, F401
-
-from . import ops as _ops  # noqa: E402
-from .backends import numpy_ref  # noqa: E402
-from .backends.malloc_tuning import tune_once  # noqa: E402
-from .tape import TapeTrace, TapeTracer, unwrap  # noqa: E402
-from .tracing import _current, eval_graph  # noqa: E402
-
 
 def clear_caches() -> None:
     """Free every cache functrace keeps: traced and compiled ``ft.jit`` signatures, the
@@ -137,159 +93,6 @@ def clear_caches() -> None:
         >>> ft.clear_caches()
     """
     caches.clear_all()
-
-
-def _traced_transform(fun: Callable, args, kwargs, build, examples=None, flat=None,
-                      diff=None):
-    """Trace ``fun`` at ``args`` and transform the graph with ``build(traced, in_tree,
-    out_tree)``. Nothing is cached: the user's Python runs on every call (random draws and
-    globals behave as written).
-
-    ``examples(leaves)`` may replace the leaves used for tracing; ``flat`` is ``(leaves,
-    in_tree)`` of ``(args, kwargs)`` when the caller already has it; ``diff`` lists the
-    leaves the transform differentiates (converting a value that depends on them to a
-    number is then a TracerConversionError). Returns (graph, out_tree, extra, leaves,
-    captured)."""
-    leaves, in_tree = flat if flat is not None else tree_util.tree_flatten(
-        (tuple(args), kwargs or {}))
-    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-    flat_fn, box = flatten_fun(fun, in_tree)
-    tr = trace_to_graph(flat_fn, examples(leaves) if examples is not None else leaves,
-                        diff=diff or ())
-    out_tree = box[0]
-    graph, extra = build(tr, in_tree, out_tree)
-    return graph, out_tree, extra, leaves, tr.captured
-
-
-def _run(graph, args):
-    """Evaluate a transformed graph: re-bind into an enclosing trace, or interpret."""
-    if _current.get() is not None or any(isinstance(a, Tracer) for a in args):
-        return eval_graph(graph, list(args))
-    return numpy_ref.run(graph, args)
-
-
-def _call_traced(trace, fun, in_tree, leaves):
-    """``fun`` called on ``leaves`` (unflattened to ``in_tree``) with ``trace`` current."""
-    tune_once()     # numpy temporaries: keep glibc from mmap-ing and unmapping each one
-    args, kwargs = tree_util.tree_unflatten(in_tree, list(leaves))
-    token = _current.set(trace)
-    try:
-        return fun(*args, **kwargs)
-    finally:
-        _current.reset(token)
-
-
-def _taped(fun, in_tree, leaves, wrt):
-    """``fun`` run once on a new tape, ``leaves[i]`` for ``i`` in ``wrt`` differentiated:
-    (the tape, the leaves as passed, the output)."""
-    trace = TapeTrace(_current.get())
-    ins = list(leaves)
-    for i in wrt:
-        ins[i] = trace.leaf(ins[i])
-    try:
-        out = _call_traced(trace, fun, in_tree, ins)
-    finally:
-        trace.active = False
-    return trace, ins, out
-
-
-def _run_eager(trace, fun, in_tree, ins):
-    """``fun`` run once on the eager ``trace``: its output leaves (checked) and structure."""
-    try:
-        out = _call_traced(trace, fun, in_tree, ins)
-    finally:
-        trace.active = False
-    out_leaves, out_tree = tree_util.tree_flatten(out)
-    return [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)], out_tree
-
-
-def _own(x):
-    """A result handed to the user at top level: a writable numpy array (ops may return
-    read-only broadcast views); tracers and device arrays pass through."""
-    if isinstance(x, np.ndarray):
-        return x if x.flags.writeable else x.copy()
-    if isinstance(x, Tracer) or on_device(x):
-        return x
-    if isinstance(x, np.generic):
-        return np.asarray(x)
-    return np.asarray(x)
-
-
-def _unwrap_tree(tree, trace):
-    top = trace.parent is None
-    return tree_util.tree_map(lambda x: _own(unwrap(x, trace)) if top else unwrap(x, trace),
-                              tree)
-
-
-def _is_int(a) -> bool:
-    return isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_)
-
-
-def check_argnums(argnums, fname: str) -> None:
-    """Refuse an ``argnums`` that is not an int or a sequence of distinct ints (at the time
-    the transform is built, so the error names the line that wrote it)."""
-    if _is_int(argnums):
-        return
-    if isinstance(argnums, tuple | list) and all(_is_int(a) for a in argnums):
-        if len(set(int(a) for a in argnums)) != len(argnums):
-            raise FunctraceValueError(
-                f"ft.{fname}: argnums={argnums!r} has a duplicate entry; name each argument "
-                f"once ({where()})")
-        return
-    raise FunctraceTypeError(
-        f"ft.{fname}: argnums must be an int or a tuple of ints (positions of the arguments "
-        f"to differentiate), got {type(argnums).__name__} {argnums!r:.40}. Fix: e.g. "
-        f"argnums=0 or argnums=(0, 1) ({where()})")
-
-
-def _argnums_tuple(argnums, nargs, fname="grad"):
-    single = _is_int(argnums)
-    nums = (argnums,) if single else tuple(argnums)
-    for a in nums:
-        if not -nargs <= a < nargs:
-            raise FunctraceValueError(
-                f"ft.{fname}: argnums={argnums!r} is out of range for {nargs} positional "
-                f"argument(s) ({where()})")
-    return tuple(int(a) % nargs for a in nums), single
-
-
-def _wrt_leaf_indices(args, kwargs, nums):
-    """Flat leaf indices (in the (args, kwargs) flattening) of the positional args ``nums``."""
-    counts = [len(tree_util.tree_leaves(a)) for a in args]
-    starts = np.cumsum([0] + counts)
-    idx = []
-    for n in nums:
-        idx.extend(range(starts[n], starts[n] + counts[n]))
-    return idx
-
-
-def _check_wrt_dtypes(leaves, wrt, fname, holomorphic):
-    for i in wrt:
-        x = leaves[i]
-        dt = np.dtype(x.dtype) if isinstance(x, Tracer | AVal) or on_device(x) else (
-            np.asarray(x).dtype)
-        if dt.kind not in "fc":
-            raise FunctraceTypeError(
-                f"{fname} requires float (or complex) inputs to differentiate, but input leaf "
-                f"{i} has dtype {dt}. Fix: pass it as a float array, e.g. x.astype(float), or "
-                f"leave it out of argnums ({where()})")
-        if dt.kind == "c" and not holomorphic:
-            pass   # a real-valued function of complex inputs is fine (JAX convention)
-
-
-def _check_scalar_out(aval, fname, holomorphic):
-    if aval.shape != ():
-        raise FunctraceTypeError(
-            f"{fname} requires a scalar output, got shape {aval.shape}. Fix: reduce it (e.g. "
-            f"fnp.sum(...)), or use ft.vjp / ft.jacrev for non-scalar outputs ({where()})")
-    if aval.dtype.kind == "c" and not holomorphic:
-        raise FunctraceTypeError(
-            f"{fname} of a complex output needs holomorphic=True (or take the real part / abs "
-            f"of the output first) ({where()})")
-    if aval.dtype.kind not in "fc":
-        raise FunctraceTypeError(
-            f"{fname} requires a float output, got dtype {aval.dtype}. Fix: compute the "
-            f"output in floating point ({where()})")
 
 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -318,23 +121,13 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     return _value_and_grad(fun, argnums, has_aux, holomorphic, "value_and_grad")
 
 
-def _describe_out(x) -> str:
-    if isinstance(x, Tracer):
-        return f"one array of shape {x.shape}"
-    if isinstance(x, tuple | list):
-        return f"a {type(x).__name__} of {len(x)} values"
-    if isinstance(x, dict):
-        return f"a dict with keys {sorted(x)!r:.60}"
-    return f"a {type(x).__name__}"
-
-
 def _scalar_output(out, fname, has_aux, holomorphic):
     """The differentiated output of ``fun``'s result (and the aux part), checked."""
     if has_aux:
         if not isinstance(out, tuple | list) or len(out) != 2:
             raise FunctraceTypeError(
                 f"{fname}(has_aux=True) requires the function to return a pair (value, aux); "
-                f"it returned {_describe_out(out)} ({where()})")
+                f"it returned {describe_out(out)} ({where()})")
         main, aux = out
     else:
         main, aux = out, None
@@ -343,23 +136,23 @@ def _scalar_output(out, fname, has_aux, holomorphic):
         hint = (" To return extra values alongside the value, use has_aux=True and return "
                 "(value, aux)." if isinstance(main, tuple | list) and not has_aux else "")
         raise FunctraceTypeError(f"{fname} requires a scalar output; the function returned "
-                                 f"{_describe_out(main)}.{hint} ({where()})")
-    y = _check_out_leaf(leaves[0], 0)
-    _check_scalar_out(_aval_any(y), fname, holomorphic)
+                                 f"{describe_out(main)}.{hint} ({where()})")
+    y = check_out_leaf(leaves[0], 0)
+    check_scalar_out(aval_of(y), fname, holomorphic)
     return y, aux
 
 
 def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
-    _check_callable(fun, fname)
+    check_callable(fun, fname)
     check_argnums(argnums, fname)
 
     def vg(*args, **kwargs):
-        nums, single = _argnums_tuple(argnums, len(args), fname)
+        nums, single = argnums_tuple(argnums, len(args), fname)
         leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
-        leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-        wrt = _wrt_leaf_indices(args, kwargs, nums)
-        _check_wrt_dtypes(leaves, wrt, fname, holomorphic)
-        trace, ins, out = _taped(fun, in_tree, leaves, wrt)
+        leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+        wrt = wrt_leaf_indices(args, kwargs, nums)
+        check_wrt_dtypes(leaves, wrt, fname, holomorphic)
+        trace, ins, out = taped(fun, in_tree, leaves, wrt)
         y, aux = _scalar_output(out, fname, has_aux, holomorphic)
         wanted = [ins[i] for i in wrt]
         if isinstance(y, TapeTracer) and y._trace is trace:
@@ -367,7 +160,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
         else:      # the value does not depend on the differentiated arguments
             grads = [_zeros_of(t._primal) for t in wanted]
         top = trace.parent is None
-        grads = [_own(g) if top else g for g in grads]
+        grads = [own(g) if top else g for g in grads]
         per_arg, off = [], 0
         for n in nums:
             k = len(tree_util.tree_leaves(args[n]))
@@ -376,9 +169,9 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
             off += k
         g = per_arg[0] if single else tuple(per_arg)
         value = unwrap(y, trace)
-        value = _own(value) if top else value
+        value = own(value) if top else value
         if has_aux:
-            return (value, _unwrap_tree(aux, trace)), g
+            return (value, unwrap_tree(aux, trace)), g
         return value, g
 
     vg.__name__ = f"{fname}({getattr(fun, '__name__', 'f')})"
@@ -411,8 +204,8 @@ def safe_where(fun: Callable) -> Callable:
     def wrapped(*args, **kwargs):
         def build(tr, in_tree, out_tree):
             return make_where_safe(cse(tr.graph)), None
-        graph, out_tree, _, leaves, captured = _traced_transform(fun, args, kwargs, build)
-        return tree_util.tree_unflatten(out_tree, _run(graph, list(leaves) + list(captured)))
+        graph, out_tree, _, leaves, captured = traced_transform(fun, args, kwargs, build)
+        return tree_util.tree_unflatten(out_tree, run_graph(graph, list(leaves) + list(captured)))
     return wrapped
 
 
@@ -454,25 +247,25 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         >>> pullback(np.ones(2))
         (array([3., 4.]), array([1., 2.]))
     """
-    _check_callable(fun, "vjp")
+    check_callable(fun, "vjp")
     leaves, in_tree = tree_util.tree_flatten((tuple(primals), {}))
-    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-    _check_wrt_dtypes(leaves, range(len(leaves)), "vjp", True)
-    trace, ins, out = _taped(fun, in_tree, leaves, range(len(leaves)))
+    leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+    check_wrt_dtypes(leaves, range(len(leaves)), "vjp", False)   # any float or complex
+    trace, ins, out = taped(fun, in_tree, leaves, range(len(leaves)))
     if has_aux:
         if not isinstance(out, tuple | list) or len(out) != 2:
             raise FunctraceTypeError(
                 "vjp(has_aux=True) requires the function to return a pair (out, aux); it "
-                f"returned {_describe_out(out)} ({where()})")
+                f"returned {describe_out(out)} ({where()})")
         main, aux = out
     else:
         main, aux = out, None
     out_leaves, main_tree = tree_util.tree_flatten(main)
-    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
-    out_avals = [_aval_any(o) for o in out_leaves]
+    out_leaves = [check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+    out_avals = [aval_of(o) for o in out_leaves]
     top = trace.parent is None
     value = tree_util.tree_unflatten(main_tree, [
-        _own(unwrap(o, trace)) if top else unwrap(o, trace) for o in out_leaves])
+        own(unwrap(o, trace)) if top else unwrap(o, trace) for o in out_leaves])
 
     def vjp_fn(*args):
         if len(args) != 1:
@@ -488,8 +281,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         cts = []
         for k, (c, av) in enumerate(zip(ct_leaves, out_avals)):
             if not isinstance(c, Tracer):
-                c = _check_leaf_arg(c, k, "vjp_fn: cotangent")
-            cav = _aval_any(c)
+                c = check_leaf_arg(c, k, "vjp_fn: cotangent")
+            cav = aval_of(c)
             if cav.shape != av.shape:
                 raise ShapeError(f"vjp_fn: cotangent {k} has shape {cav.shape}; the output "
                                  f"has shape {av.shape} ({where()})")
@@ -502,8 +295,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                 c = _ops._base.as_array(c, dtype=av.dtype)
             cts.append(c)
         gr = trace.pullback(list(zip(out_leaves, cts)), ins)
-        if _current.get() is None:
-            gr = [_own(x) for x in gr]
+        if current_trace() is None:
+            gr = [own(x) for x in gr]
         res, off = [], 0
         for p in primals:
             k = len(tree_util.tree_leaves(p))
@@ -512,41 +305,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         return tuple(res)
 
     if has_aux:
-        return value, vjp_fn, _unwrap_tree(aux, trace)
+        return value, vjp_fn, unwrap_tree(aux, trace)
     return value, vjp_fn
-
-
-def _aval_any(x):
-    return x.aval if isinstance(x, Tracer) else AVal.of(x)
-
-
-def _split(g, n_primal_in: int, n_out: int):
-    """Split a joint vjp graph into forward (primals -> outputs + residuals) and backward
-    (residuals + cotangents -> gradients) graphs by dependence on the cotangent inputs."""
-    from .core import Var
-    ct_inputs = set(g.inputs[n_primal_in:])
-    bwd_vars = set(ct_inputs)
-    fwd_eqns, bwd_eqns = [], []
-    for e in g.eqns:
-        if any(isinstance(a, Var) and a in bwd_vars for a in e.inputs):
-            bwd_eqns.append(e)
-            bwd_vars.update(e.outputs)
-        else:
-            fwd_eqns.append(e)
-    grads = g.outputs[n_out:]
-    # residuals: forward vars (or primal inputs) read by the backward graph or returned as grads
-    residuals = []
-    seen = set()
-    for a in [a for e in bwd_eqns for a in e.inputs] + list(grads):
-        if isinstance(a, Var) and a not in bwd_vars and a not in seen:
-            seen.add(a)
-            residuals.append(a)
-    fwd = dce(Graph(g.inputs[:n_primal_in], fwd_eqns, list(g.outputs[:n_out]) + residuals))
-    bwd = Graph(residuals + list(g.inputs[n_primal_in:]), bwd_eqns, grads)
-    return fwd, bwd
-
-
-from .passes.simplify import dce  # noqa: E402
 
 
 def stop_gradient(x):
@@ -583,7 +343,7 @@ class custom_vjp:
     """
 
     def __init__(self, fun: Callable):
-        _check_callable(fun, "custom_vjp")
+        check_callable(fun, "custom_vjp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.fwd = None
@@ -601,7 +361,7 @@ class custom_vjp:
             raise FunctraceTypeError(
                 f"custom_vjp function {self.fun.__name__} has no rule: call .defvjp(fwd, bwd) "
                 f"first ({where()})")
-        if _current.get() is None:
+        if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_vjp
         return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
@@ -628,7 +388,7 @@ class custom_jvp:
     """
 
     def __init__(self, fun: Callable):
-        _check_callable(fun, "custom_jvp")
+        check_callable(fun, "custom_jvp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.rule = None
@@ -644,7 +404,7 @@ class custom_jvp:
             raise FunctraceTypeError(
                 f"custom_jvp function {self.fun.__name__} has no rule: decorate one with "
                 f"@f.defjvp first ({where()})")
-        if _current.get() is None:
+        if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_jvp
         return trace_custom_jvp(self.fun, self.rule, args)
@@ -683,11 +443,11 @@ def checkpoint(fun: Callable, prevent_cse: bool = True) -> Callable:
         >>> float(ft.grad(lambda x: fnp.sum(f(x)))(np.zeros(1)))
         1.0
     """
-    _check_callable(fun, "checkpoint")
+    check_callable(fun, "checkpoint")
 
     @functools.wraps(fun)
     def wrapped(*args):
-        if _current.get() is None:
+        if current_trace() is None:
             return fun(*args)
         leaves, in_tree = tree_util.tree_flatten(tuple(args))
         flat, box = flatten_fun(lambda *a: fun(*a), tree_util.tree_structure(

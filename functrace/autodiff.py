@@ -30,7 +30,10 @@ import numpy as np
 from . import caches, ops
 from .core import AVal, Eqn, Graph, Lit, Var
 from .errors import FunctraceTypeError, MissingRuleError, ShapeError, where
-from .tracing import Trace, Tracer, _current, _source_override, _wanted, source_line
+from .tracing import COTANGENTS_WANTED as _wanted
+from .tracing import CURRENT_TRACE as _current
+from .tracing import SOURCE_OVERRIDE as _source_override
+from .tracing import Trace, Tracer, source_line
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to"]
 

@@ -25,7 +25,8 @@ from .core import AVal, Graph, Lit, Var
 from .errors import MissingRuleError
 from .ops.batch_rules import bdim_to_front, moveaxis, size_of
 from .ops.control import checkpoint_p, custom_jvp_call_p, custom_vjp_call_p
-from .tracing import Tracer, _source_override, bind, source_line, trace_to_graph
+from .tracing import SOURCE_OVERRIDE as _source_override
+from .tracing import Tracer, bind, source_line, trace_to_graph
 
 __all__ = ["batch_graph", "moveaxis", "bdim_to_front"]
 

@@ -348,9 +348,7 @@ class Graph:
         return f"<Graph {len(self.inputs)} inputs, {len(self.eqns)} eqns, " \
                f"{len(self.outputs)} outputs>"
 
-    def __str__(self):
-        from .printing import graph_to_text  # printing is a sibling leaf; lazy to keep core leaf
-        return graph_to_text(self)
+    # str(graph), the printed listing, is installed by printing.py (a layer above core)
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _NUMPY_DIR = os.path.dirname(np.__file__)
 
 
@@ -103,7 +103,7 @@ def user_frame():
     """The innermost stack frame outside the functrace package and numpy (or None)."""
     f = sys._getframe(1)
     while f is not None:
-        if not f.f_code.co_filename.startswith((_PKG_DIR, _NUMPY_DIR)):
+        if not f.f_code.co_filename.startswith((PKG_DIR, _NUMPY_DIR)):
             return f
         f = f.f_back
     return None

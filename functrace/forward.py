@@ -16,22 +16,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import tree_util
-from .api import (
-    _argnums_tuple,
-    _call_traced,
-    _check_callable,
-    _check_leaf_arg,
-    _check_out_leaf,
-    _check_wrt_dtypes,
-    _own,
-    _run,
-    _run_eager,
-    _split,
-    _taped,
-    _traced_transform,
-    _wrt_leaf_indices,
+from . import ops, tree_util
+from .arguments import (
+    argnums_tuple,
     check_argnums,
+    check_callable,
+    check_leaf_arg,
+    check_out_leaf,
+    check_wrt_dtypes,
+    describe_out,
+    wrt_leaf_indices,
 )
 from .autodiff import jvp_graph
 from .batching import bdim_to_front, moveaxis
@@ -39,8 +33,17 @@ from .core import AVal
 from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
 from .ops._base import as_array
 from .passes.simplify import optimize
+from .running import (
+    call_traced,
+    own,
+    run_eager,
+    run_graph,
+    split_vjp_graph,
+    taped,
+    traced_transform,
+)
 from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, unwrap, zeros_of
-from .tracing import Tracer, _current
+from .tracing import Tracer, current_trace, using_trace
 
 __all__ = ["jvp", "linearize", "vmap", "jacfwd", "jacrev", "jacobian", "hessian"]
 
@@ -72,7 +75,7 @@ def _check_tangents(primals, tangents):
     if p_tree != t_tree:
         raise FunctraceTypeError(f"jvp: tangents must have the primals' structure {p_tree}, "
                                  f"got {t_tree} ({where()})")
-    p_leaves = [_check_leaf_arg(p, i) for i, p in enumerate(p_leaves)]
+    p_leaves = [check_leaf_arg(p, i) for i, p in enumerate(p_leaves)]
     out = [_check_tangent(p, t, i, "jvp") for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
     return p_leaves, p_tree, out
 
@@ -80,7 +83,7 @@ def _check_tangents(primals, tangents):
 def _check_tangent(p, t, i, fname):
     """Tangent ``t`` for primal ``p`` (leaf ``i``), checked and cast to the primal's dtype;
     None for a primal that is not float or complex (it has no tangent)."""
-    t = _check_leaf_arg(t, i, f"{fname}: tangent")
+    t = check_leaf_arg(t, i, f"{fname}: tangent")
     pa, ta = _aval(p), _aval(t)
     if pa.shape != ta.shape:
         raise ShapeError(f"{fname}: tangent {i} has shape {ta.shape}, primal has {pa.shape} "
@@ -108,12 +111,12 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
         >>> ty
         array([1.        , 0.54030231])
     """
-    _check_callable(fun, "jvp")
+    check_callable(fun, "jvp")
     p_leaves, p_tree, t_leaves = _check_tangents(primals, tangents)
     in_tree = tree_util.tree_structure((tuple(primals), {}))
-    trace = JVPTrace(_current.get())
+    trace = JVPTrace(current_trace())
     ins = [p if t is None else trace.input(p, t) for p, t in zip(p_leaves, t_leaves)]
-    out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
+    out_leaves, out_tree = run_eager(trace, fun, in_tree, ins)
     outs, tans = [], []
     for o in out_leaves:
         if isinstance(o, JVPTracer) and o._trace is trace:
@@ -123,7 +126,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
             outs.append(o)
             tans.append(zeros_of(_value(o)))
     if trace.parent is None:
-        outs, tans = [_own(o) for o in outs], [_own(t) for t in tans]
+        outs, tans = [own(o) for o in outs], [own(t) for t in tans]
     return (tree_util.tree_unflatten(out_tree, outs),
             tree_util.tree_unflatten(out_tree, tans))
 
@@ -142,7 +145,7 @@ def linearize(fun: Callable, *primals):
         >>> float(f_jvp(1.0))
         12.0
     """
-    _check_callable(fun, "linearize")
+    check_callable(fun, "linearize")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     n = len(p_leaves)
 
@@ -151,12 +154,12 @@ def linearize(fun: Callable, *primals):
         full = optimize(jvp_graph(g, list(range(n))))
         n_in = len(g.inputs)
         # move the tangent inputs after the captured ones, then split by dependence
-        fwd, lin = _split(full, n_in, len(g.outputs))
+        fwd, lin = split_vjp_graph(full, n_in, len(g.outputs))
         return (fwd, lin), None
 
-    (fwd, lin), out_tree, _, leaves, captured = _traced_transform(
+    (fwd, lin), out_tree, _, leaves, captured = traced_transform(
         fun, primals, {}, build, diff=range(n))
-    res = _run(fwd, list(leaves) + list(captured))
+    res = run_graph(fwd, list(leaves) + list(captured))
     k = out_tree.num_leaves
     out, residuals = res[:k], res[k:]
 
@@ -172,7 +175,7 @@ def linearize(fun: Callable, *primals):
             # (an integer primal's tangent is an input of the linear graph all the same)
             ts.append(checked if checked is not None else
                       t if isinstance(t, Tracer) else np.asarray(t, dtype=_aval(p).dtype))
-        return tree_util.tree_unflatten(out_tree, _run(lin, list(residuals) + ts))
+        return tree_util.tree_unflatten(out_tree, run_graph(lin, list(residuals) + ts))
 
     return tree_util.tree_unflatten(out_tree, out), f_jvp
 
@@ -220,7 +223,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         >>> ft.vmap(lambda x, w: fnp.dot(x, w), in_axes=(0, None))(np.ones((3, 2)), np.ones(2))
         array([2., 2., 2.])
     """
-    _check_callable(fun, "vmap")
+    check_callable(fun, "vmap")
     _check_axes_spec(in_axes, "in_axes")
     _check_axes_spec(out_axes, "out_axes")
     dims_by_tree: dict = {}     # argument structure -> per-leaf in_axes (no trace involved)
@@ -240,7 +243,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
                 raise FunctraceTypeError(f"vmap maps positional arguments only ({where()})")
             if len(dims_by_tree) < 64:
                 dims_by_tree[tree] = dims
-        leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+        leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
         norm, size = [], axis_size
         for i, (x, d) in enumerate(zip(leaves, dims)):
             if d is None:
@@ -288,9 +291,9 @@ def _check_axes_spec(spec, what):
 def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
     """``fun`` on the batched ``leaves`` (batch axis ``dims[i]`` or None); outputs with their
     batch axis at ``out_axes``."""
-    trace = BatchTrace(_current.get(), size)
+    trace = BatchTrace(current_trace(), size)
     ins = [x if d is None else trace.input(x, d) for x, d in zip(leaves, dims)]
-    out_leaves, out_tree = _run_eager(trace, fun, in_tree, ins)
+    out_leaves, out_tree = run_eager(trace, fun, in_tree, ins)
     example = tree_util.tree_unflatten(out_tree, list(range(len(out_leaves))))
     odims = _prefix_leaves(out_axes, example, "out_axes")
     res = []
@@ -310,14 +313,11 @@ def _vmap_call(fun, in_tree, leaves, dims, size, out_axes):
         if not -nd <= od < nd:
             raise AxisError(f"vmap out_axes {od} is out of range for output leaf {k}, which "
                             f"has {nd} dimensions with the batch axis ({where()})")
-        token = _current.set(trace.parent)
-        try:
+        with using_trace(trace.parent):
             val = moveaxis(bdim_to_front(val, d, size), 0, od % nd)
-        finally:
-            _current.reset(token)
         res.append(val)
     if trace.parent is None:
-        res = [_own(r) for r in res]
+        res = [own(r) for r in res]
     return tree_util.tree_unflatten(out_tree, res)
 
 
@@ -335,18 +335,18 @@ def _hashable(x):
 
 def _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux, fname=None):
     fname = fname or "jac" + mode
-    nums, single = _argnums_tuple(argnums, len(args), fname)
+    nums, single = argnums_tuple(argnums, len(args), fname)
     leaves, in_tree = tree_util.tree_flatten((tuple(args), {}))
-    leaves = [_check_leaf_arg(x, i) for i, x in enumerate(leaves)]
-    wrt = _wrt_leaf_indices(args, {}, nums)
-    _check_wrt_dtypes(leaves, wrt, fname, True)
+    leaves = [check_leaf_arg(x, i) for i, x in enumerate(leaves)]
+    wrt = wrt_leaf_indices(args, {}, nums)
+    check_wrt_dtypes(leaves, wrt, fname, holomorphic, complex_inputs=False)
     in_avals = [_aval(leaves[i]) for i in wrt]
     if mode == "rev":
         rows, out_avals, main_tree, aux = _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size,
-                                                        has_aux)
+                                                        has_aux, holomorphic)
     else:
         rows, out_avals, main_tree, aux = _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals,
-                                                        chunk_size, has_aux)
+                                                        chunk_size, has_aux, holomorphic)
     # rows[k]: for rev, per wrt input, an array (n_out_total, *in.shape); for fwd, per
     # output, an array (n_in_total, *out.shape)
     blocks = _assemble(rows, out_avals, in_avals, rev=mode == "rev")
@@ -368,15 +368,16 @@ def _split_aux(out, has_aux, fname):
     if not has_aux:
         return out, None
     if not isinstance(out, tuple | list) or len(out) != 2:
-        from .api import _describe_out
         raise FunctraceTypeError(
             f"{fname}(has_aux=True) requires the function to return a pair (out, aux); it "
-            f"returned {_describe_out(out)} ({where()})")
+            f"returned {describe_out(out)} ({where()})")
     return out[0], out[1]
 
 
-def _float_outputs(out_leaves, fname):
-    out_leaves = [_check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
+def _float_outputs(out_leaves, fname, holomorphic):
+    """The output leaves, checked as JAX does: float or complex; complex with holomorphic;
+    for jacrev, real without it (the pullback of a complex output is not f'(z))."""
+    out_leaves = [check_out_leaf(o, i) for i, o in enumerate(out_leaves)]
     for i, o in enumerate(out_leaves):
         dt = _aval(o).dtype
         if dt.kind not in "fc":
@@ -384,15 +385,25 @@ def _float_outputs(out_leaves, fname):
                 f"{fname} needs float outputs, but output leaf {i} has dtype {dt}. Fix: "
                 f"compute it in floating point, or return it as aux (has_aux=True) "
                 f"({where()})")
+        if holomorphic and dt.kind != "c":
+            raise FunctraceTypeError(
+                f"{fname}(holomorphic=True) needs complex outputs, but output leaf {i} has "
+                f"dtype {dt}. Fix: drop holomorphic=True for a real-valued function "
+                f"({where()})")
+        if not holomorphic and dt.kind == "c" and fname == "jacrev":
+            raise FunctraceTypeError(
+                f"jacrev of a complex output (leaf {i}) needs holomorphic=True (the result is "
+                f"then f'(z)); for a function that is not holomorphic use ft.vjp, or take the "
+                f"real part first ({where()})")
     return out_leaves
 
 
-def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
+def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux, holomorphic):
     """One taped forward pass; the pullback of every output basis vector, batched."""
-    trace, ins, out = _taped(fun, in_tree, leaves, wrt)
+    trace, ins, out = taped(fun, in_tree, leaves, wrt)
     main, aux = _split_aux(out, has_aux, "jacrev")
     out_leaves, main_tree = tree_util.tree_flatten(main)
-    out_leaves = _float_outputs(out_leaves, "jacrev")
+    out_leaves = _float_outputs(out_leaves, "jacrev", holomorphic)
     out_avals = [_aval(o) for o in out_leaves]
     wanted = [ins[i] for i in wrt]
 
@@ -402,28 +413,28 @@ def _jac_rows_rev(fun, in_tree, leaves, wrt, chunk_size, has_aux):
     rows = _batched_rows(pull, out_avals, chunk_size)
     if aux is not None:
         top = trace.parent is None
-        aux = tree_util.tree_map(lambda x: _own(unwrap(x, trace)) if top
+        aux = tree_util.tree_map(lambda x: own(unwrap(x, trace)) if top
                                  else unwrap(x, trace), aux)
     return rows, out_avals, main_tree, aux
 
 
-def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
+def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux, holomorphic):
     """``jvp`` of ``fun`` for every input basis vector, batched (the primal part is
     computed once: it does not depend on the batched tangents)."""
     box: dict = {}
 
     def push(*ts):
-        trace = JVPTrace(_current.get())
+        trace = JVPTrace(current_trace())
         ins = list(leaves)
         for i, t in zip(wrt, ts):
             ins[i] = trace.input(leaves[i], t)
         try:
-            out = _call_traced(trace, fun, in_tree, ins)
+            out = call_traced(trace, fun, in_tree, ins)
         finally:
             trace.active = False
         main, aux = _split_aux(out, has_aux, "jacfwd")
         out_leaves, box["tree"] = tree_util.tree_flatten(main)
-        out_leaves = _float_outputs(out_leaves, "jacfwd")
+        out_leaves = _float_outputs(out_leaves, "jacfwd", holomorphic)
         box["avals"] = [_aval(o) for o in out_leaves]
         box["aux"] = None if aux is None else tree_util.tree_map(lambda x: unwrap(x, trace),
                                                                  aux)
@@ -432,7 +443,7 @@ def _jac_rows_fwd(fun, in_tree, leaves, wrt, in_avals, chunk_size, has_aux):
 
     rows = _batched_rows(push, in_avals, chunk_size)
     aux = box["aux"]
-    if aux is not None and _current.get() is None:
+    if aux is not None and current_trace() is None:
         aux = tree_util.tree_map(_unbatched_aux, aux)
     return rows, box["avals"], box["tree"], aux
 
@@ -441,7 +452,7 @@ def _unbatched_aux(x):
     if isinstance(x, Tracer):
         raise FunctraceTypeError("jacfwd(has_aux=True): the aux output depends on the "
                                  f"tangents ({where()})")
-    return _own(x)
+    return own(x)
 
 
 def _batched_rows(fn, basis_avals, chunk_size):
@@ -463,8 +474,8 @@ def _batched_rows(fn, basis_avals, chunk_size):
         pieces = [[o] for o in outs] if pieces is None else [p + [o] for p, o in
                                                                zip(pieces, outs)]
     if any(isinstance(o, Tracer) for p in pieces for o in p):
-        from . import numpy as fnp
-        return [p[0] if len(p) == 1 else fnp.concatenate(p, axis=0) for p in pieces]
+        # the chunks of one output have one dtype and shape but the first axis: the op suffices
+        return [p[0] if len(p) == 1 else ops.concatenate(p, 0) for p in pieces]
     return [p[0] if len(p) == 1 else np.concatenate(p, axis=0) for p in pieces]
 
 
@@ -487,16 +498,14 @@ def _basis(avals, start, stop):
 
 def _reshape(x, shape):
     if isinstance(x, Tracer):
-        from . import numpy as fnp
-        return fnp.reshape(x, shape)
+        return ops.reshape(x, tuple(shape))
     return np.reshape(x, shape)
 
 
 def _moveaxis0_last(x, k):
     """(n, *s) -> (*s, n) generalised: move the leading axis behind ``k`` axes."""
     if isinstance(x, Tracer):
-        from . import numpy as fnp
-        return fnp.moveaxis(x, 0, k)
+        return moveaxis(x, 0, k)
     return np.moveaxis(x, 0, k)
 
 
@@ -528,13 +537,19 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """The Jacobian by reverse mode: vmap over the vjp graph (one batched pass), shape
     ``out.shape + in.shape``. ``chunk_size`` bounds how many rows are computed at once.
 
+    ``holomorphic=True``: ``fun`` is holomorphic in complex inputs, with complex outputs, and
+    the result is the complex derivative f'(z) (as in JAX). Without it, complex inputs or
+    outputs are a TypeError (for a function that is not holomorphic, use ``ft.vjp``). The same
+    holds for ``jacfwd``, ``jacobian`` and ``hessian``, except that ``jacfwd`` of real inputs
+    may have complex outputs.
+
     Example:
         >>> import numpy as np, functrace as ft
         >>> ft.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
         array([[2., 0.],
                [0., 4.]])
     """
-    _check_callable(fun, "jacrev")
+    check_callable(fun, "jacrev")
     check_argnums(argnums, "jacrev")
 
     def jac(*args):
@@ -554,7 +569,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         array([[1., 0.],
                [0., 1.]])
     """
-    _check_callable(fun, "jacfwd")
+    check_callable(fun, "jacfwd")
     check_argnums(argnums, "jacfwd")
 
     def jac(*args):
@@ -573,11 +588,11 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
         >>> ft.jacobian(lambda x: fnp.sum(x ** 2))(np.array([1.0, 2.0]))
         array([2., 4.])
     """
-    _check_callable(fun, "jacobian")
+    check_callable(fun, "jacobian")
     check_argnums(argnums, "jacobian")
 
     def jac(*args):
-        nums, _ = _argnums_tuple(argnums, len(args), "jacobian")
+        nums, _ = argnums_tuple(argnums, len(args), "jacobian")
         n_in = sum(_aval(x).size for n in nums for x in tree_util.tree_leaves(args[n]))
         from .api import make_graph
         tr, _, _ = make_graph(fun, args)
@@ -602,7 +617,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
         array([[ 6.,  0.],
                [ 0., 12.]])
     """
-    _check_callable(fun, "hessian")
+    check_callable(fun, "hessian")
     check_argnums(argnums, "hessian")
     inner = jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic)
 

@@ -1,18 +1,22 @@
 """``ft.jit``: trace once per abstract signature, run the graph on a compiled backend.
 
 Owns the user-facing jit wrapper (pytrees, static and donated arguments, the per-signature
-cache, ``lower``). API layer: imports api, tree_util, tracing, passes and backends. Importing
-it does not import numba: the CPU backend imports numba the first time it compiles a kernel.
+cache, ``lower``). API layer: imports arguments, signature, tree_util, tracing, passes and
+backends. Importing it does not import numba: the CPU backend imports numba the first time it
+compiles a kernel.
 
 How a call works:
 
 1. The arguments are split into static ones (``static_argnums``: hashable Python values that
    become part of the cache key and are passed to the function as they are) and dynamic ones
    (pytrees of arrays, flattened to leaves).
-2. The cache key is (pytree structure, each leaf's shape and dtype, the static values); the
-   cache is a per-function LRU (``functrace.caches``, "jit.signatures": 2 x the cache size
-   in keys, since a signature is stored under its fast-path key and its full key, so 256
-   signatures by default; ``ft.clear_caches()`` empties it). On a miss the function is
+2. The cache key is (pytree structure, each leaf's shape and dtype, the static values by
+   type and exact value); the cache is a per-function ``signature.SignatureCache``
+   ("jit.signatures" in ``functrace.caches``: 2 x the cache size in keys, since a signature
+   is stored under its fast-path key and its full key, so 256 signatures by default;
+   ``ft.clear_caches()`` empties it). A hit counts only while the function's fingerprint
+   (the globals and closure values it reads) and the arrays it baked in as constants are
+   unchanged (see ``signature``); otherwise, and on a miss, the function is
    traced with *abstract* leaves (``ft.ShapeDtype``), so Python control flow on a traced
    value raises ``ConcretizationError`` naming the user's line, and the graph is simplified
    (``passes.simplify.optimize``).
@@ -32,14 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from . import caches, tree_util
-from .api import _check_callable, _check_leaf_arg, flatten_fun
+from . import tree_util
+from .arguments import check_callable, check_leaf_arg, flatten_fun
 from .backends import numpy_ref
-from .core import AVal, Graph
+from .core import AVal, Graph, on_device
 from .errors import FunctraceTypeError, FunctraceValueError, where
-from .ops._base import on_device
 from .passes.simplify import optimize
-from .tracing import Tracer, _current, trace_to_graph
+from .signature import SignatureCache, Unsupported, fast_signature, static_key
+from .tracing import Tracer, current_trace, trace_to_graph
 
 __all__ = ["jit", "Jitted", "Lowered"]
 
@@ -86,36 +90,8 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, eager=eager, threads=threads)
-    _check_callable(fun, "jit")
+    check_callable(fun, "jit")
     return Jitted(fun, backend, static_argnums, donate_argnums, eager, threads)
-
-
-def _fingerprint(fun, depth: int = 0) -> tuple:
-    """Identity of what ``fun`` reads from its closure and globals: a rebinding invalidates
-    a cached graph. (Arrays mutated in place are caught by comparing the literals.) Functions
-    in the closure are followed a few levels down, so ``jit(grad(f))`` notices a name that
-    ``f`` closes over being rebound. (On every jitted call: kept to plain lookups.)"""
-    f = getattr(fun, "__func__", fun)
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return ()
-    g = f.__globals__
-    # functrace's own wrappers (grad's, jit's) read only functrace's globals: not the user's
-    out = [] if g.get("__name__", "").startswith("functrace.") else [
-        id(g.get(n)) for n in code.co_names]
-    for c in f.__closure__ or ():
-        try:
-            v = c.cell_contents
-        except ValueError:       # an empty cell (a closure variable not assigned yet)
-            out.append(None)
-            continue
-        out.append(id(v))
-        if depth < 3 and type(v) is _FunctionType and v is not f:
-            out.append(_fingerprint(v, depth + 1))
-    return tuple(out)
-
-
-_FunctionType = type(_fingerprint)
 
 
 def _nums(x, what: str) -> tuple[int, ...]:
@@ -128,31 +104,6 @@ def _nums(x, what: str) -> tuple[int, ...]:
     raise FunctraceTypeError(
         f"ft.jit: {what} must be an int or a tuple of ints (argument positions), got "
         f"{type(x).__name__} {x!r:.40} ({where()})")
-
-
-class _Slow(Exception):
-    pass
-
-
-def _fast_flatten(x, leaves: list):
-    """Signature and leaves of plain containers of arrays, in tree_util's order (tuples and
-    lists in order, dict keys sorted, None empty); _Slow for anything else."""
-    t = type(x)
-    if t is np.ndarray:
-        leaves.append(x)
-        return (x.shape, x.dtype)
-    if t is tuple or t is list:
-        return (t, tuple(_fast_flatten(c, leaves) for c in x))
-    if t is dict:
-        keys = sorted(x)
-        return (dict, tuple(keys), tuple(_fast_flatten(x[k], leaves) for k in keys))
-    if t is float or t is int or t is bool:
-        a = np.asarray(x)
-        leaves.append(a)
-        return (t, a.dtype)
-    if x is None:
-        return None
-    raise _Slow
 
 
 def _builder(out_tree):
@@ -175,20 +126,20 @@ def _builder(out_tree):
             return "{" + ", ".join(f"{k!r}: {expr(v)}" for k, v in x.items()) + "}"
         if x is None:
             return "None"
-        raise _Slow
+        raise Unsupported
 
     try:
         return eval(f"lambda o: {expr(example)}")
-    except _Slow:
+    except Unsupported:
         return lambda o: tree_util.tree_unflatten(out_tree, list(o))
 
 
 class _Entry:
-    __slots__ = ("graph", "out_tree", "consts", "fingerprint", "run", "donate", "build")
+    __slots__ = ("graph", "out_tree", "consts", "run", "donate", "build")
 
-    def __init__(self, graph, out_tree, consts, fingerprint, run, donate):
+    def __init__(self, graph, out_tree, consts, run, donate):
         self.graph, self.out_tree, self.consts = graph, out_tree, consts
-        self.fingerprint, self.run, self.donate = fingerprint, run, donate
+        self.run, self.donate = run, donate
         self.build = _builder(out_tree)
 
 
@@ -212,8 +163,9 @@ class Jitted:
                 f"Fix: leave them out of donate_argnums ({where()})")
         self.eager = eager
         self.threads = threads
-        # signature key -> _Entry; least recently used signatures are forgotten first
-        self._cache = caches.LRU("jit.signatures", scale=2)
+        # signature key -> _Entry, checked against the function's fingerprint and the arrays
+        # it baked in; least recently used signatures are forgotten first
+        self._cache = SignatureCache("jit.signatures", scale=2)
 
     def __repr__(self):
         return f"<jit({getattr(self.fun, '__name__', 'f')}) backend={self.backend}>"
@@ -240,14 +192,14 @@ class Jitted:
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
         svals = tuple((i, args[i]) for i in sorted(static))
         try:
-            hash(svals)
+            skey = tuple((i, static_key(v)) for i, v in svals)
         except TypeError:
             kinds = [type(v).__name__ for _, v in svals]
             raise FunctraceTypeError(
                 f"ft.jit: static arguments must be hashable (got {kinds}); pass arrays as "
                 "ordinary (traced) arguments instead, and lists as tuples "
                 f"({where()})") from None
-        return dyn, svals, static
+        return dyn, svals, static, skey
 
     def _donated_leaves(self, args, static, kwargs):
         if not self.donate_argnums:
@@ -265,13 +217,13 @@ class Jitted:
         return tuple(idx)
 
     def _entry(self, args, kwargs):
-        dyn, svals, static = self._split(args)
+        dyn, svals, static, skey = self._split(args)
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         sig = []
         for i, x in enumerate(leaves):
             if type(x) is np.ndarray and x.dtype.kind in "biufc":
                 sig.append((x.shape, x.dtype))
-            elif on_device(x):    # CUDA backend (issue #7): device arrays stay where they are
+            elif on_device(x):    # CUDA backend: device arrays stay where they are
                 if self.backend == "cpu":
                     raise FunctraceTypeError(
                         f"argument leaf {i} is a GPU array ({type(x).__name__}), and this "
@@ -279,19 +231,17 @@ class Jitted:
                         "compute on the GPU, or ft.device_get(x) to copy it to the host.")
                 sig.append((tuple(x.shape), np.dtype(x.dtype)))
             else:
-                x = leaves[i] = _check_leaf_arg(x, i)
+                x = leaves[i] = check_leaf_arg(x, i)
                 a = np.asarray(x) if not isinstance(x, AVal) else None
                 sig.append((x.shape, x.dtype) if a is None else (a.shape, a.dtype))
                 if a is not None:
                     leaves[i] = a
-        key = (in_tree, tuple(sig), svals)
-        entry = self._cache.get(key)
-        if entry is not None and entry.fingerprint == _fingerprint(self.fun) and all(
-                _const_current(orig, lit) for orig, lit in entry.consts):
+        key = (in_tree, tuple(sig), skey)
+        entry = self._cache.get(key, self.fun)
+        if entry is not None:
             return entry, leaves
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
-        if entry is not None:
-            self._cache[key] = entry
+        self._cache.put(key, entry, self.fun, entry.consts)
         return entry, leaves
 
     def _trace(self, in_tree, leaves, svals, static, args, kwargs):
@@ -310,12 +260,12 @@ class Jitted:
         graph = optimize(tr.graph)
         donate = self._donated_leaves(args, static, kwargs)
         run = self._backend_runner(graph, donate)
-        return _Entry(graph, box[0], tr.consts, _fingerprint(self.fun), run, donate)
+        return _Entry(graph, box[0], tr.consts, run, donate)
 
     def _backend_runner(self, graph: Graph, donate=()):
         if self.backend == "numpy":
             return lambda *xs: numpy_ref.run(graph, xs)
-        if self.backend == "cuda":   # issue #7: the GPU is checked at the first call
+        if self.backend == "cuda":   # the GPU is checked at the first call
             from .backends import numba_cuda
             return numba_cuda.compile(graph, donate=donate, eager=self.eager)
         from .backends import numba_cpu
@@ -324,25 +274,24 @@ class Jitted:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if _current.get() is not None:
+        if current_trace() is not None:
             return self.fun(*args, **kwargs)     # under a transform: trace straight through
         if not self.static_argnums:
             # fast path: plain containers of arrays, keyed by a signature built in one pass
             leaves: list = []
             try:
-                key = ("fast", _fast_flatten(args, leaves), _fast_flatten(kwargs, leaves))
-            except _Slow:
+                key = ("fast", fast_signature(args, leaves), fast_signature(kwargs, leaves))
+            except Unsupported:
                 key = None
             if key is not None:
-                entry = self._cache.get(key)
-                if entry is not None and entry.fingerprint == _fingerprint(self.fun) and all(
-                        _const_current(orig, lit) for orig, lit in entry.consts):
+                entry = self._cache.get(key, self.fun)
+                if entry is not None:
                     return entry.build(entry.run(*leaves))
         if any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
             return self.fun(*args, **kwargs)     # tracers of a finished trace: let it raise
         entry, leaves = self._entry(args, kwargs)
         if not self.static_argnums and key is not None:
-            self._cache[key] = entry
+            self._cache.put(key, entry, self.fun, entry.consts)
         outs = entry.run(*leaves)
         return entry.build(outs)
 
@@ -352,27 +301,12 @@ class Jitted:
         Returns a ``Lowered`` with ``.graph``, ``.source`` (generated kernels and driver) and
         ``.compile()``.
         """
-        dyn, svals, static = self._split(args)
+        dyn, svals, static, _ = self._split(args)
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         leaves = [x if isinstance(x, AVal) else AVal(x.shape, x.dtype) if on_device(x)
-                  else np.asarray(_check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
+                  else np.asarray(check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs)
         return Lowered(self, entry)
-
-
-def _const_current(orig, lit) -> bool:
-    """Whether an array the trace baked in as a constant still holds that value, bit for bit
-    (NaN equals NaN, -0.0 differs from 0.0: a cache must never change an answer). A device
-    array counts by identity (comparing contents would synchronise with the GPU per call)."""
-    if on_device(orig):
-        return True
-    a = np.asarray(orig)
-    if a.shape != lit.shape or a.dtype != lit.dtype:
-        return False
-    if a.nbytes <= 4096:
-        return a.tobytes() == lit.tobytes()
-    return bool(np.array_equal(np.ascontiguousarray(a).view(np.uint8),
-                               np.ascontiguousarray(lit).view(np.uint8)))
 
 
 class Lowered:
@@ -416,7 +350,7 @@ class Compiled:
         self.graph = entry.graph
 
     def __call__(self, *args, **kwargs) -> Any:
-        dyn, _, _ = self._jitted._split(args)
+        dyn = self._jitted._split(args)[0]
         leaves = tree_util.tree_leaves((dyn, kwargs))
         outs = self._entry.run(*[x if on_device(x) else np.asarray(x) for x in leaves])
         return tree_util.tree_unflatten(self._entry.out_tree, list(outs))

@@ -15,7 +15,7 @@ __all__ = ["relu", "sigmoid", "softplus", "log_softmax", "softmax", "logsumexp",
 
 
 def relu(x):
-    """max(x, 0) with derivative 0 at x = 0 (NUMERICS.md).
+    """max(x, 0) with derivative 0 at x = 0 (docs/numerics.md).
 
     Example:
         >>> import numpy as np, functrace as ft
@@ -35,10 +35,10 @@ def sigmoid(x):
     """
     from . import ops
     from .numpy._core import asarray_any, cast
-    from .tracing import _current
+    from .tracing import current_trace
     a = asarray_any(x)
     a = cast(a, np.result_type(a.dtype, np.float16))
-    if _current.get() is None:
+    if current_trace() is None:
         return ops.elementwise.logistic_p.impl(np.asarray(a))
     return ops.logistic(a)
 

@@ -130,9 +130,9 @@ class Symbol:
         Inside a transform (``ft.grad(sym)``, ``ft.jit(sym)``, ``ft.vmap(sym)``) the graph's
         equations are re-bound into the enclosing trace instead, so a Symbol composes like
         the function it was traced from."""
-        from .tracing import Tracer, _current, eval_graph
+        from .tracing import Tracer, current_trace, eval_graph
         leaves, tree = tree_util.tree_flatten((args, kwargs))
-        if _current.get() is not None or any(isinstance(x, Tracer) for x in leaves):
+        if current_trace() is not None or any(isinstance(x, Tracer) for x in leaves):
             if tree != self.in_tree:
                 self._structure_error(args, kwargs, leaves, tree)
             for i, (x, v) in enumerate(zip(leaves, self.inputs)):
@@ -223,7 +223,7 @@ class Symbol:
             >>> ft.Symbol.from_json(sym.to_json()) == sym
             True
         """
-        from .printing import encode_array, encode_source, graph_to_json
+        from .graph_json import encode_array, encode_source, graph_to_json
         doc = {"graph": json.loads(graph_to_json(self._checked_graph() if self.guards
                                                  else self.graph)),
                "in_tree": _tree_to_json(self.in_tree),
@@ -255,10 +255,10 @@ class Symbol:
             >>> ft.Symbol.from_json('[1, 2]')
             Traceback (most recent call last):
             ...
-            functrace.printing.GraphFormatError: Symbol JSON must be an object, got list
+            functrace.errors.GraphFormatError: Symbol JSON must be an object, got list
         """
         from .errors import FunctraceTypeError, where
-        from .printing import GraphFormatError, graph_from_document, parse_json_document
+        from .graph_json import GraphFormatError, graph_from_document, parse_json_document
         if not isinstance(text, str | bytes | bytearray):
             raise FunctraceTypeError(f"Symbol.from_json takes the JSON text (a str or bytes), "
                                      f"got {type(text).__name__}{where()}")
@@ -328,7 +328,7 @@ def _same_expected(a, b) -> bool:
 
 def _guard_from_json(d, atom, where):
     from .core import Var
-    from .printing import GraphFormatError, decode_array, decode_source
+    from .graph_json import GraphFormatError, decode_array, decode_source
     from .tracing import Guard
     if not isinstance(d, dict) or d.get("kind") not in ("truth", "value"):
         raise GraphFormatError(f"Symbol JSON: {where} must be an object with kind 'truth' "
@@ -401,7 +401,7 @@ def _encode(x):
 
 
 def _bad(where, msg):
-    from .printing import GraphFormatError
+    from .graph_json import GraphFormatError
     raise GraphFormatError(f"bad pytree description at {where}: {msg}")
 
 

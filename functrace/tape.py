@@ -43,19 +43,20 @@ import numpy as np
 from . import ops
 from .autodiff import fit_to, rule_dependency, zeros_like
 from .core import AVal, Params, SourceInfo, Var
-from .errors import _PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
+from .errors import PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
 from .tracing import (
+    COTANGENTS_WANTED,
+    CURRENT_TRACE,
+    SOURCE_OVERRIDE,
     Trace,
     Tracer,
-    _current,
-    _source_override,
-    _user_source,
-    _wanted,
     apply_op,
     bind,
     conversion_error,
+    current_trace,
     rule_source,
     source_line,
+    user_source,
 )
 
 __all__ = ["TapeTrace", "TapeTracer", "JVPTrace", "JVPTracer", "BatchTrace", "BatchTracer",
@@ -68,11 +69,11 @@ def _bind_in(parent, op, vals, params):
     trace change."""
     if parent is None and not op.multiple_results:
         return apply_op(op, vals, params)
-    token = _current.set(parent)
+    token = CURRENT_TRACE.set(parent)
     try:
         return bind(op, *vals, **params)
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
 
 
 def _as_value(r):
@@ -185,10 +186,10 @@ def _fit(ct, like, op_name: str):
 def _record_source(parent) -> SourceInfo | None:
     """Source lines are kept when the tape records into a graph (they label its equations)
     or when a rule is running (so its equations carry the rule's mark)."""
-    src = _source_override.get()
+    src = SOURCE_OVERRIDE.get()
     if src is not None:
         return src
-    return _user_source() if parent is not None else None
+    return user_source() if parent is not None else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,11 +263,11 @@ class TapeTrace(Trace):
             out = _bind_in(parent, op, vals, params)
         if refs is None or op.zero_grad:
             return out
-        src = _source_override.get()
+        src = SOURCE_OVERRIDE.get()
         if src is None and (parent is not None or op.vjp is None or not op.differentiable):
             # recorded into a graph (its equations name the user's line), or an op whose
             # backward will fail: the error names the line
-            src = _user_source()
+            src = user_source()
         if op.multiple_results:
             outs = tuple(_as_value(o) for o in out)
             node = _Node(op, params, tuple(refs), tuple(vals), outs, src)
@@ -292,18 +293,18 @@ class TapeTrace(Trace):
         """Cotangents of the leaves ``wanted`` given ``seeds``: (output tracer, cotangent)
         pairs. Rules run under the trace current now; the tape can be pulled back again."""
         nodes = self.nodes
-        recorded = _current.get() is not None
+        recorded = current_trace() is not None
         self._leaf_cts = [None] * len(self.leaves)
         for node in nodes:
             node.cts = None
         for t, ct in seeds:
             if isinstance(t, TapeTracer) and t._trace is self and ct is not None:
                 self._accumulate((t._node, t._index), ct)
-        wtok0 = _wanted.set(None)
+        wtok0 = COTANGENTS_WANTED.set(None)
         try:
             self._backward(nodes, recorded)
         finally:
-            _wanted.reset(wtok0)
+            COTANGENTS_WANTED.reset(wtok0)
         out = []
         for t in wanted:
             ct = self._leaf_cts[t._index]
@@ -329,17 +330,17 @@ class TapeTrace(Trace):
             refs = node.refs
             # cotangent_wanted(i) is refs[i] is not None; a one-operand node's operand is
             # wanted (the node exists because of it), and the pass runs with None set
-            wtok = _wanted.set(refs) if len(refs) > 1 else None
+            wtok = COTANGENTS_WANTED.set(refs) if len(refs) > 1 else None
             # recorded by an enclosing trace: its equations get the rule's mark and line
-            stok = (_source_override.set(rule_source(node.source, op.name)) if recorded
+            stok = (SOURCE_OVERRIDE.set(rule_source(node.source, op.name)) if recorded
                     else None)
             try:
                 in_cts = rule(tuple(cts), node.ins, node.outs, **node.params)
             finally:
                 if stok is not None:
-                    _source_override.reset(stok)
+                    SOURCE_OVERRIDE.reset(stok)
                 if wtok is not None:
-                    _wanted.reset(wtok)
+                    COTANGENTS_WANTED.reset(wtok)
             for r, ct in zip(refs, in_cts):
                 if r is not None and ct is not None:
                     self._accumulate(r, ct)
@@ -388,7 +389,7 @@ def _keep_only_what_the_rule_reads(node: _Node) -> None:
 _warned: dict = {}
 
 
-_WHERE_FILE = os.path.join(_PKG_DIR, "numpy", "_ufuncs.py")
+_WHERE_FILE = os.path.join(PKG_DIR, "numpy", "_ufuncs.py")
 
 
 def _written_by_user() -> bool:
@@ -396,7 +397,7 @@ def _written_by_user() -> bool:
     user's own code, not from inside functrace (a library function, a derivative rule)."""
     f = sys._getframe(2)
     outer = None
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    while f is not None and f.f_code.co_filename.startswith(PKG_DIR):
         code = f.f_code
         if code.co_name not in ("wrapper", "_array_function"):   # dispatch shims
             outer = code
@@ -419,7 +420,7 @@ def _lint_select(node: _Node, src) -> None:
             idx, safe = SINGULAR[s.op.name]
             if _guarded_by(s.refs[idx], s.ins[idx], cond):
                 continue
-            _warn_where(src if src is not None else _user_source(), s, safe)
+            _warn_where(src if src is not None else user_source(), s, safe)
             return
 
 
@@ -510,19 +511,19 @@ class JVPTrace(Trace):
             raise MissingRuleError(
                 f"cannot push a tangent through {op.name}: it "
                 + ("is not differentiable" if not op.differentiable else "has no jvp rule")
-                + f"; called at {source_line(_user_source())}. Wrap its input in "
+                + f"; called at {source_line(user_source())}. Wrap its input in "
                 "ft.stop_gradient(...) if no derivative should flow through it.")
-        token = _current.set(parent)
-        stok = (_source_override.set(rule_source(_record_source(parent), op.name))
+        token = CURRENT_TRACE.set(parent)
+        stok = (SOURCE_OVERRIDE.set(rule_source(_record_source(parent), op.name))
                 if parent is not None else None)
         try:
             touts = rule(tuple(vals), tuple(tans), outs, **params)
         finally:
             if stok is not None:
-                _source_override.reset(stok)
-            _current.reset(token)
+                SOURCE_OVERRIDE.reset(stok)
+            CURRENT_TRACE.reset(token)
         res = []
-        token = _current.set(parent)
+        token = CURRENT_TRACE.set(parent)
         try:
             for o, t in zip(outs, touts):
                 if t is None or o.dtype.kind not in "fc":
@@ -532,7 +533,7 @@ class JVPTrace(Trace):
                         t = _fit(t, o, op.name)
                     res.append(JVPTracer(self, o, t))
         finally:
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
         return tuple(res) if op.multiple_results else res[0]
 
 
@@ -578,7 +579,7 @@ class BatchTracer(_EagerTracer):
         from .errors import ConcretizationError
         return ConcretizationError(
             f"{why} of a value that ft.vmap batches was needed, at "
-            f"{source_line(_user_source())}: each example may take another path, so Python "
+            f"{source_line(user_source())}: each example may take another path, so Python "
             "control flow cannot decide it. Use fnp.where(...) to select per example, or "
             "ft.cond / ft.switch (which batch), or leave the argument out of in_axes.")
 
@@ -620,13 +621,13 @@ class BatchTrace(Trace):
         if rule is None:
             raise MissingRuleError(
                 f"vmap: {op.name} has no batching rule (called at "
-                f"{source_line(_user_source())}); functrace never falls back to a "
+                f"{source_line(user_source())}); functrace never falls back to a "
                 "per-example loop")
-        token = _current.set(parent)
+        token = CURRENT_TRACE.set(parent)
         try:
             outs, odims = rule(list(vals), list(dims), **params)
         finally:
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
         res = [o if d is None else BatchTracer(self, _as_value(o), d)
                for o, d in zip(outs, odims)]
         return tuple(res) if op.multiple_results else res[0]

@@ -5,7 +5,7 @@ array-like ``Tracer``. Imports only ``core`` and ``errors``: the array methods o
 (operators, indexing, ``.at``) are installed by ``functrace.numpy`` at import time, the way an
 upper layer plugs into a lower one without the lower importing it.
 
-How it works (the seed's deferred compute, re-thought):
+How it works (MXNet's deferred compute, re-thought):
 * ``bind(op, *args, **params)`` with no active trace runs ``op.impl`` eagerly on arrays.
 * Inside ``trace_to_graph`` a ``Trace`` is the current trace (a ContextVar, so it is
   thread- and task-local). ``bind`` records an ``Eqn`` and returns Tracers.
@@ -13,7 +13,7 @@ How it works (the seed's deferred compute, re-thought):
   (closure conversion). Each trace owns its perturbations, so nested transforms cannot
   confuse them.
 * When the example inputs are concrete, a Tracer computes its value on demand by evaluating
-  the recorded equations it depends on (the seed's ``DCInfo::Compute``); Python control flow on
+  the recorded equations it depends on (MXNet's ``DCInfo::Compute``); Python control flow on
   values works and marks the trace ``concretized`` (its graph is then specialised to those
   values and must not be cached). With abstract inputs (``ShapeDtype``) asking for a value is a
   ConcretizationError naming the user's line.
@@ -21,6 +21,7 @@ How it works (the seed's deferred compute, re-thought):
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import linecache
@@ -28,14 +29,14 @@ import os
 import re
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var, on_device, to_host
 from .errors import (
-    _PKG_DIR,
+    PKG_DIR,
     AxisError,
     ConcretizationError,
     FunctraceError,
@@ -48,20 +49,28 @@ from .errors import (
 )
 
 __all__ = ["Trace", "Tracer", "Guard", "bind", "trace_to_graph", "eval_graph", "current_trace",
-           "is_tracer", "ShapeDtype", "rule_source", "conversion_error", "op_error",
-           "user_error", "USER_ERRORS"]
+           "using_trace", "CURRENT_TRACE", "SOURCE_OVERRIDE", "COTANGENTS_WANTED", "user_source",
+           "cotangent_wanted", "is_tracer", "ShapeDtype", "rule_source", "conversion_error",
+           "op_error", "user_error", "USER_ERRORS"]
 
 ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
 
-_current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
+# The trace context: three ContextVars (thread- and task-local), public so that the transforms,
+# the tapes, functrace.numpy and the autograd facade share them without reaching into this
+# module's privates. Read the active trace with ``current_trace()`` (None outside transforms);
+# run code under a trace with ``with using_trace(t):``, or, on hot paths, with
+# ``token = CURRENT_TRACE.set(t)`` ... ``CURRENT_TRACE.reset(token)`` in a ``finally``.
+CURRENT_TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
     "functrace_trace", default=None)
+# the bound method, not a wrapper: functrace.numpy asks it on every eager call
+current_trace: Callable[[], Trace | None] = CURRENT_TRACE.get
 # While a transform re-binds an existing graph, recorded equations keep the original line.
-_source_override: contextvars.ContextVar[SourceInfo | None] = contextvars.ContextVar(
+SOURCE_OVERRIDE: contextvars.ContextVar[SourceInfo | None] = contextvars.ContextVar(
     "functrace_source", default=None)
 
 # While a vjp rule runs: which of its inputs need a cotangent (the others are literals or do
 # not depend on what is differentiated). Rules may skip work for the rest.
-_wanted: contextvars.ContextVar[tuple[bool, ...] | None] = contextvars.ContextVar(
+COTANGENTS_WANTED: contextvars.ContextVar[tuple[bool, ...] | None] = contextvars.ContextVar(
     "functrace_wanted", default=None)
 
 
@@ -69,7 +78,7 @@ def cotangent_wanted(i: int) -> bool:
     """Inside a vjp rule: whether input ``i`` needs a cotangent (True outside rules). The
     context holds one entry per input: a bool, or (the tape's form) the tracked operand or
     None."""
-    w = _wanted.get()
+    w = COTANGENTS_WANTED.get()
     if w is None:
         return True
     v = w[i]
@@ -81,20 +90,28 @@ _trace_ids = itertools.count()
 _scalar_lits: dict[tuple, Lit] = {}
 
 
-def current_trace() -> Trace | None:
-    return _current.get()
+@contextlib.contextmanager
+def using_trace(trace: Trace | None) -> Iterator[Trace | None]:
+    """Make ``trace`` the current trace (None: plain eager numpy) for the ``with`` body."""
+    token = CURRENT_TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        CURRENT_TRACE.reset(token)
 
 
 _NUMPY_DIR = os.path.dirname(np.__file__)
 
 
-def _user_source() -> SourceInfo | None:
-    src = _source_override.get()
+def user_source() -> SourceInfo | None:
+    """The user's source line of the op being recorded now: the override while a graph is
+    re-bound, else the first frame outside functrace and numpy (two frames up from here)."""
+    src = SOURCE_OVERRIDE.get()
     if src is not None:
         return src
     f = sys._getframe(2)
     # the user's frame: outside functrace, and outside numpy (np.r_[x, x] converts inside)
-    while f is not None and f.f_code.co_filename.startswith((_PKG_DIR, _NUMPY_DIR)):
+    while f is not None and f.f_code.co_filename.startswith((PKG_DIR, _NUMPY_DIR)):
         f = f.f_back
     if f is None:
         return None
@@ -116,7 +133,7 @@ def conversion_error(what: str, shape=(), dtype=None) -> TracerConversionError:
     desc = f" (shape {tuple(shape)}, {dtype})" if dtype is not None else ""
     return TracerConversionError(
         f"{what} was called on a traced value{desc} that depends on an input being "
-        f"differentiated, at {source_line(_user_source())}. The conversion would drop its "
+        f"differentiated, at {source_line(user_source())}. The conversion would drop its "
         "derivative silently (the result would be a constant). Fix: keep the computation in "
         "functrace.numpy (fnp.*) functions, which are differentiated; or, if no gradient "
         "should flow through it, convert ft.stop_gradient(x) instead.")
@@ -166,7 +183,7 @@ def user_error(e: Exception, name: str, args=(), kwargs=None) -> Exception:
     """
     if getattr(e, "_ft_located", False):
         return e
-    if _current.get() is None and not _has_tracer(args) and not (
+    if current_trace() is None and not _has_tracer(args) and not (
             kwargs and _has_tracer(kwargs.values())):
         return e                      # numpy's own call: numpy's own error
     if isinstance(e, FunctraceError):
@@ -189,7 +206,7 @@ def user_error(e: Exception, name: str, args=(), kwargs=None) -> Exception:
     short = re.findall(r"\w+", name)[-1]     # "fnp.linalg.solve", "x @ y (fnp.matmul)"
     if msg.startswith(short + ": "):
         msg = msg[len(short) + 2:]
-    err = cls(f"{name}: {msg}; at {source_line(_user_source())}")
+    err = cls(f"{name}: {msg}; at {source_line(user_source())}")
     err._ft_located = True
     return err.with_traceback(e.__traceback__)
 
@@ -307,7 +324,7 @@ class Trace:
             when = " after its transform finished" if not t.active else ""
             raise TracerLeakError(
                 f"a tracer from {t} was used in {self}{when}, at "
-                f"{source_line(_user_source())}. A traced value escaped its function "
+                f"{source_line(user_source())}. A traced value escaped its function "
                 "(stored in a global or a closure?): return it instead.")
         if isinstance(x, Lit):
             return x
@@ -329,7 +346,7 @@ class Trace:
     def record(self, op: Op, args: Sequence[Any], params: dict) -> Any:
         atoms = [self.to_atom(a) for a in args]
         avals = [a.aval for a in atoms]
-        src = _user_source()
+        src = user_source()
         try:
             out = op.abstract_eval(*avals, **params)
         except (TypeError, ValueError) as e:
@@ -363,7 +380,7 @@ class Trace:
         for g in self.guards:
             if g.atom is var and g.kind == ("truth" if truth else "value"):
                 return val
-        src = _user_source()
+        src = user_source()
         if truth:
             self.guards.append(Guard(var, "truth", expected, src, why))
         else:
@@ -386,7 +403,7 @@ class Trace:
                     raise ConcretizationError(
                         f"{why} of a traced value was needed, but this function is traced "
                         "with abstract inputs (shape/dtype only). At "
-                        f"{source_line(_user_source())}. "
+                        f"{source_line(user_source())}. "
                         "Use ft.cond / ft.while_loop for value-dependent control flow, or mark "
                         "the argument static (static_argnums=...).")
                 val = src.value if isinstance(src, Tracer) else src
@@ -475,7 +492,7 @@ class Tracer:
     def __len__(self):
         if not self.shape:
             raise FunctraceTypeError(f"len() of a 0-d traced array, at "
-                                     f"{source_line(_user_source())}")
+                                     f"{source_line(user_source())}")
         return self.shape[0]
 
     @property
@@ -507,7 +524,7 @@ class Tracer:
     def __index__(self):
         if self.dtype.kind not in "iub":
             raise FunctraceTypeError(f"only integer arrays can be used as an index, not "
-                                     f"{self.dtype}; at {source_line(_user_source())}")
+                                     f"{self.dtype}; at {source_line(user_source())}")
         try:
             return int(self._concrete("an index"))
         except ConcretizationError:
@@ -515,7 +532,7 @@ class Tracer:
                 "a traced integer was used where Python needs a plain int (often: indexing a "
                 "numpy array with it, which numpy cannot record). Index a traced array "
                 "instead, or use fnp.take(X, i, axis=0) / fnp.at(X)[i].get(); at "
-                f"{source_line(_user_source())}") from None
+                f"{source_line(user_source())}") from None
 
     def item(self):
         return self._concrete(".item()").item()
@@ -527,7 +544,7 @@ class Tracer:
         t = self._trace
         if not t.active:
             raise TracerLeakError("a tracer was used after its transform finished, at "
-                                  f"{source_line(_user_source())}; return traced values "
+                                  f"{source_line(user_source())}; return traced values "
                                   "from the function instead of storing them")
         return t.read_value(self._var, why, truth=truth, convert=convert)
 
@@ -535,14 +552,14 @@ class Tracer:
         raise FunctraceTypeError(
             "traced arrays are immutable: `x[idx] = v` cannot be recorded. Use the functional "
             "form `x = x.at[idx].set(v)` (or .add / .multiply) instead"
-            f" (at {source_line(_user_source())})")
+            f" (at {source_line(user_source())})")
 
     def __iadd__(self, other):
         return self.__add__(other)   # rebinding, not mutation: fine for immutable arrays
 
     def __hash__(self):
         raise FunctraceTypeError("traced arrays are not hashable (use id(x) as a key, or a "
-                                 f"tuple of shapes); at {source_line(_user_source())}")
+                                 f"tuple of shapes); at {source_line(user_source())}")
 
     def __repr__(self):
         return f"Tracer<{self.aval!r}>"
@@ -550,7 +567,7 @@ class Tracer:
     def __iter__(self):
         if not self.shape:
             raise FunctraceTypeError(f"iteration over a 0-d traced array, at "
-                                     f"{source_line(_user_source())}")
+                                     f"{source_line(user_source())}")
         return (self[i] for i in range(self.shape[0]))
 
 
@@ -564,7 +581,7 @@ def is_tracer(x: Any) -> bool:
 
 def bind(op: Op, *args: Any, **params: Any) -> Any:
     """Apply ``op``: record it in the current trace, or run its numpy impl eagerly."""
-    trace = _current.get()
+    trace = current_trace()
     if trace is None:
         return apply_op(op, args, params)
     return trace.record(op, args, params)
@@ -617,7 +634,7 @@ def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
                 return a._trace.record(op, args, params)
             raise TracerLeakError(
                 f"{op.name} got a tracer outside of any transform, at "
-                f"{source_line(_user_source())}: a traced value escaped its function "
+                f"{source_line(user_source())}: a traced value escaped its function "
                 "(stored in a global or closure?); return it from the function instead")
         on_gpu = on_gpu or on_device(a)
     arrays = [a.val if isinstance(a, Lit) else a for a in args]
@@ -625,7 +642,7 @@ def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
     try:
         res = op.abstract_eval(*avals, **params)   # the same checks as when tracing
     except (TypeError, ValueError) as e:
-        raise op_error(op, e, avals, _user_source()) from None
+        raise op_error(op, e, avals, user_source()) from None
     if key is not None:
         if len(_checked) > 8192:
             _checked.clear()
@@ -671,7 +688,7 @@ def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any],
     to a number is a TracerConversionError (so is one that depends on a captured value an
     enclosing transform differentiates). Every value-dependent decision is a ``Guard``.
     """
-    parent = _current.get()
+    parent = current_trace()
     trace = Trace(parent)
     tracers = []
     diff = set(diff)
@@ -687,12 +704,12 @@ def trace_to_graph(fn: Callable[..., Sequence[Any]], in_args: Sequence[Any],
             arr = _as_array(a)
             tracers.append(trace.new_input(AVal(arr.shape, arr.dtype), arr, d))
     trace.n_explicit = len(tracers)
-    token = _current.set(trace)
+    token = CURRENT_TRACE.set(trace)
     try:
         outs = fn(*tracers)
         out_atoms = [trace.to_atom(o) for o in outs]
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
         trace.active = False
     graph = Graph(trace.inputs, trace.eqns, out_atoms)
     captured = [trace.sources[v] for v in trace.inputs[trace.n_explicit:]]
@@ -720,12 +737,12 @@ def eval_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
         return a.val if isinstance(a, Lit) else env[a]
 
     for e in graph.eqns:
-        token = _source_override.set(e.source) if e.source is not None else None
+        token = SOURCE_OVERRIDE.set(e.source) if e.source is not None else None
         try:
             out = bind(e.op, *[read(a) for a in e.inputs], **e.params)
         finally:
             if token is not None:
-                _source_override.reset(token)
+                SOURCE_OVERRIDE.reset(token)
         if e.op.multiple_results:
             env.update(zip(e.outputs, out))
         else:

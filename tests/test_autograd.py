@@ -1,6 +1,6 @@
 """functrace.autograd: the MXNet-style imperative API (issue #6).
 
-One test (or a small group) per behaviour of the seed's imperative engine: marking, grad_req,
+One test (or a small group) per behaviour of MXNet's imperative engine: marking, grad_req,
 recording state, backward (head gradients, several heads, retain_graph, create_graph,
 non-leaf variables), grad, the saved-value analysis and freeing, the error cases and
 get_symbol; plus parity with ft.grad / ft.hessian on the same functions.
@@ -512,7 +512,7 @@ def test_the_backward_graph_is_reused_for_the_same_computation():
 
 
 # --------------------------------------------------------------------------------------------
-# The seed's error cases
+# MXNet's error cases
 # --------------------------------------------------------------------------------------------
 
 def test_inplace_operations_on_recorded_arrays_are_errors_while_recording():

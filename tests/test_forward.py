@@ -204,3 +204,51 @@ def test_hessian_has_aux_returns_the_aux_and_does_not_differentiate_it():
     Hj, auxj = ft.jit(ft.hessian(f, has_aux=True))(x)
     np.testing.assert_allclose(Hj, H)
     assert float(auxj["s"]) == 3.0
+
+
+# --------------------------------------------------------------------------------------------
+# holomorphic=True: the complex derivative f'(z), as JAX; complex without it is a TypeError
+# --------------------------------------------------------------------------------------------
+
+_HOLO = {
+    "z**3": (lambda z: z ** 3, lambda z: 3 * z ** 2, lambda z: 6 * z),
+    "sin": (lambda z: fnp.sin(z), np.cos, lambda z: -np.sin(z)),
+    "exp(z)*z": (lambda z: fnp.exp(z) * z, lambda z: np.exp(z) * (1 + z),
+                 lambda z: np.exp(z) * (2 + z)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HOLO))
+@pytest.mark.parametrize("z", [0.3 + 0.7j, -1.1 + 0.2j, 2.0 - 1.5j])
+def test_holomorphic_derivatives_are_f_prime_of_z(name, z):
+    f, d1, d2 = _HOLO[name]
+    z = np.complex128(z)
+    for tr in (ft.grad, ft.jacrev, ft.jacfwd, ft.jacobian):
+        np.testing.assert_allclose(tr(f, holomorphic=True)(z), d1(z), rtol=1e-12,
+                                   err_msg=tr.__name__)
+    np.testing.assert_allclose(ft.hessian(f, holomorphic=True)(z), d2(z), rtol=1e-12)
+    # a vector of points: the Jacobian is diagonal, with f'(z_k) on it
+    zs = np.array([z, 2 * z, -z])
+    vf = lambda v: f(v)  # noqa: E731
+    for tr in (ft.jacrev, ft.jacfwd):
+        np.testing.assert_allclose(tr(vf, holomorphic=True)(zs), np.diag(d1(zs)), rtol=1e-12)
+
+
+def test_complex_without_holomorphic_is_a_type_error_with_a_fix():
+    z = np.complex128(0.3 + 0.7j)
+    for tr in (ft.jacrev, ft.jacfwd, ft.jacobian, ft.hessian):
+        with pytest.raises(TypeError, match="holomorphic=True"):
+            tr(lambda z: z ** 3)(z)
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        ft.grad(lambda z: z ** 3)(z)
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        ft.jacrev(lambda x: x * 1j)(np.ones(2))
+    # holomorphic=True needs complex inputs and outputs
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        ft.grad(lambda x: x ** 2, holomorphic=True)(1.5)
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        ft.jacrev(lambda z: fnp.real(z), holomorphic=True)(z)
+    # what stays allowed: a real-valued function of complex input under grad (JAX's
+    # convention, docs/numerics.md), and jacfwd of a real input with complex outputs
+    assert ft.grad(lambda z: fnp.real(z * fnp.conj(z)))(1.0 + 1.0j) == 2 - 2j
+    np.testing.assert_allclose(ft.jacfwd(lambda x: x * 1j)(np.ones(2)), np.eye(2) * 1j)

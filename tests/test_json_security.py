@@ -24,7 +24,7 @@ import functrace as ft
 import functrace.numpy as fnp
 from functrace import tree_util
 from functrace.errors import FunctraceError
-from functrace.printing import GraphFormatError, graph_from_json, graph_to_json
+from functrace.graph_json import GraphFormatError, graph_from_json, graph_to_json
 
 P = collections.namedtuple("P", "w b")
 W2 = np.arange(8.0).reshape(2, 4) / 7.0

@@ -1,4 +1,5 @@
-"""Tests of functrace.printing: text goldens, JSON round trips and errors, DOT, render."""
+"""Tests of functrace.printing and functrace.graph_json: text goldens, JSON round trips and
+errors, DOT, render."""
 
 from __future__ import annotations
 
@@ -17,14 +18,8 @@ from hypothesis import strategies as st
 
 from functrace import ops
 from functrace.core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var, registry
-from functrace.printing import (
-    GraphFormatError,
-    graph_from_json,
-    graph_to_dot,
-    graph_to_json,
-    graph_to_text,
-    render,
-)
+from functrace.graph_json import GraphFormatError, graph_from_json, graph_to_json
+from functrace.printing import graph_to_dot, graph_to_text, render
 from functrace.tracing import trace_to_graph
 
 F64 = np.float64

@@ -11,9 +11,9 @@ import functrace.numpy as fnp
 from functrace.backends import cpu_loop, numba_cpu, numpy_ref
 from functrace.core import AVal, verify
 from functrace.errors import ShapeError
+from functrace.graph_json import graph_from_json, graph_to_json
 from functrace.ops import loop_p
 from functrace.passes.roll import MIN_TRIPS, roll_loops
-from functrace.printing import graph_from_json, graph_to_json
 
 
 def rnn_loss(W, xs):

@@ -8,10 +8,10 @@ gradient computation is recorded too.
 Imports autodiff, passes, backends, symbol and the siblings ``_ndarray``, ``_nodes``,
 ``_marking``.
 
-How a backward works (the seed's Imperative::Backward, re-thought):
+How a backward works (MXNet's Imperative::Backward, re-thought):
 1. Walk the nodes from the heads (post-order, so the equations come out topologically
    ordered). Arrays read by the nodes that no node computed are the graph's inputs: marked
-   leaves and constants. Each marked *result* (a non-leaf variable, the seed's
+   leaves and constants. Each marked *result* (a non-leaf variable, MXNet's
    ListNonleafVariables) gets ``u' = u + z`` with a new zero input ``z``, and later equations
    read ``u'``; the gradient for ``z`` is the gradient for ``u``.
 2. ``vjp_graph`` appends the backward equations to the forward ones. We keep only the
@@ -19,7 +19,7 @@ How a backward works (the seed's Imperative::Backward, re-thought):
    so the forward pass is not run again. The result is cached by the structure of the forward
    graph: a training loop that records the same computation each step reuses it. (The key
    is held strongly, by necessity: each step records a new, equal graph, and the cache must
-   outlive it. The cache is a bounded LRU, "autograd.backward_graphs" in
+   outlive it. The cache is a ``signature.SignatureCache``, "autograd.backward_graphs" in
    ``functrace.caches``; ``ft.clear_caches()`` empties it.)
 3. Gradients are written to each variable's buffer by its grad_req, and without retain_graph
    the nodes are released: the values they kept are dropped at once (the equations stay,
@@ -33,19 +33,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import caches, ops
+from .. import ops
 from ..autodiff import vjp_graph
 from ..backends import numpy_ref
 from ..core import Eqn, Graph, Params, Var
 from ..errors import FunctraceError, FunctraceValueError, ShapeError, where
 from ..ops.elementwise import add_p
 from ..passes.simplify import dce, optimize
+from ..signature import SignatureCache
 from ..symbol import Symbol
-from ..tracing import _current, eval_graph
-from ._marking import _as_list
-from ._ndarray import RECORDER, NDArray, _eager, _storage, _wrap
-from ._nodes import _Node, _Slot
-from ._state import _recording, _training
+from ..tracing import CURRENT_TRACE, eval_graph
+from ._ndarray import RECORDER, NDArray, run_recorded, storage_of, wrap
+from ._nodes import Node, Slot, as_list
+from ._state import RECORDING, TRAINING
 
 __all__ = ["backward", "get_symbol", "grad"]
 
@@ -62,7 +62,7 @@ class _History:
     def __init__(self, graph, nodes, in_slots, z_keys, saved, producer):
         self.graph = graph
         self.nodes = nodes            # the _Nodes, topologically ordered
-        self.in_slots = in_slots      # per graph input: the marked leaf's _Slot, or None
+        self.in_slots = in_slots      # per graph input: the marked leaf's Slot, or None
         self.z_keys = z_keys          # graph input index -> key of a non-leaf variable
         self.saved = saved            # Var -> value kept by the nodes
         self.producer = producer      # Var -> (node, output index)
@@ -106,10 +106,10 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
         ref = _head_ref(h, structure_only)
         if ref is None:
             raise _head_error(i, h, what)
-        if isinstance(ref, _Node):
+        if isinstance(ref, Node):
             roots.append(ref)
     # post-order walk: parents before children
-    order: list[_Node] = []
+    order: list[Node] = []
     seen: set[int] = set()
     for root in roots:
         if id(root) in seen:
@@ -119,7 +119,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
         while stack:
             node, i = stack[-1]
             ps = node.parents
-            while i < len(ps) and not (isinstance(ps[i], _Node) and id(ps[i]) not in seen):
+            while i < len(ps) and not (isinstance(ps[i], Node) and id(ps[i]) not in seen):
                 i += 1
             if i < len(ps):
                 child = ps[i]
@@ -137,7 +137,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
                 order.append(node)
 
     inputs: list[Var] = []
-    in_slots: list[_Slot | None] = []
+    in_slots: list[Slot | None] = []
     index: dict[Var, int] = {}
     eqns: list[Eqn] = []
     subst: dict[Var, Var] = {}
@@ -159,7 +159,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
         ins = []
         for a, p in zip(e.inputs, node.parents, strict=True):
             if isinstance(a, Var):
-                if not isinstance(p, _Node):
+                if not isinstance(p, Node):
                     add_input(a, p)
                 a = subst.get(a, a)
             ins.append(a)
@@ -186,7 +186,7 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
     outs = []
     for h in heads:
         ref = _head_ref(h, structure_only)
-        if isinstance(ref, _Slot):   # a marked leaf is its own head
+        if isinstance(ref, Slot):   # a marked leaf is its own head
             add_input(h._var, ref)
         outs.append(subst.get(h._var, h._var))
     n = len(inputs)
@@ -199,8 +199,9 @@ def _history(heads: Sequence[NDArray], what: str, targets: dict | None = None,
 # The backward graph (cached by the structure of the forward graph)
 # --------------------------------------------------------------------------------------------
 
-# (forward graph, wrt, seeds, leaf pattern) -> (backward graph, positions)
-_CACHE = caches.LRU("autograd.backward_graphs")
+# (forward graph, wrt, seeds, leaf pattern) -> (backward graph, positions): the forward graph
+# is the whole signature (its constants are inputs, its literals part of its structure)
+_CACHE = SignatureCache("autograd.backward_graphs")
 
 
 def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
@@ -214,11 +215,11 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
         return hit
     fwd_vars = list(g.inputs) + [o for e in g.eqns for o in e.outputs]
     position = {v: i for i, v in enumerate(fwd_vars)}
-    token = _current.set(None)
+    token = CURRENT_TRACE.set(None)
     try:
         joint = vjp_graph(g, list(wrt), ["input" if s else None for s in seeds])
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
     n_fwd = len(g.eqns)
     cts = list(joint.inputs[len(g.inputs):])
     grads = list(joint.outputs[len(g.outputs):])
@@ -247,7 +248,7 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
     again = [e for e in g.eqns if id(e) in redo]
     graph = optimize(Graph(inputs + cts, again + list(bwd.eqns), bwd.outputs))
     result = (graph, tuple(position[v] for v in inputs))
-    _CACHE[key] = result
+    _CACHE.put(key, result)
     return result
 
 
@@ -262,7 +263,7 @@ def _head_values(heads, head_grads, what):
     if head_grads is None:
         head_grads = [None] * len(heads)
     else:
-        head_grads = _as_list(head_grads)
+        head_grads = as_list(head_grads)
     if len(head_grads) != len(heads):
         raise FunctraceValueError(
             f"autograd.{what}: got {len(head_grads)} head gradients for {len(heads)} heads; "
@@ -277,7 +278,7 @@ def _head_values(heads, head_grads, what):
             cts.append(np.ones(h.shape, h.dtype))
             continue
         if not isinstance(hg, NDArray):
-            hg = _storage(hg)
+            hg = storage_of(hg)
         if tuple(hg.shape) != h.shape:
             raise ShapeError(f"autograd.{what}: head gradient {i} has shape "
                              f"{tuple(hg.shape)}, its head {h.shape}; they must match "
@@ -305,14 +306,14 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
         if create_graph:   # the same Var and history: what is recorded now joins the graph
             node, j = hist.producer.get(v, (None, 0))
             slot = slots.get(v) if node is None else None
-            val = _wrap(val, v, node, j, slot)
+            val = wrap(val, v, node, j, slot)
         args.append(val)
-    t_train = _training.set(bool(train_mode))
+    t_train = TRAINING.set(bool(train_mode))
     try:
         if create_graph:
-            cts = [c if isinstance(c, NDArray) else _wrap(c) for c in cts]
+            cts = [c if isinstance(c, NDArray) else wrap(c) for c in cts]
             given = {id(a) for a in args + cts}
-            t_cur, t_rec = _current.set(RECORDER), _recording.set(True)
+            t_cur, t_rec = CURRENT_TRACE.set(RECORDER), RECORDING.set(True)
             try:
                 outs = eval_graph(graph, args + cts)
                 # a gradient that *is* an input (d(x*y)/dx = y) gets its own array: a recorded
@@ -320,19 +321,19 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
                 outs = [ops.convert_element_type(o, o.dtype) if id(o) in given else o
                         for o in outs]
             finally:
-                _recording.reset(t_rec)
-                _current.reset(t_cur)
-            return [o if isinstance(o, NDArray) else _wrap(_storage(o)) for o in outs]
+                RECORDING.reset(t_rec)
+                CURRENT_TRACE.reset(t_cur)
+            return [o if isinstance(o, NDArray) else wrap(storage_of(o)) for o in outs]
         cts = [c._data if isinstance(c, NDArray) else c for c in cts]
         given = {id(a) for a in args + cts}
-        t_cur = _current.set(None)
+        t_cur = CURRENT_TRACE.set(None)
         try:
             outs = numpy_ref.run(graph, args + cts)
         finally:
-            _current.reset(t_cur)
+            CURRENT_TRACE.reset(t_cur)
         return [o.copy() if id(o) in given else o for o in outs]
     finally:
-        _training.reset(t_train)
+        TRAINING.reset(t_train)
 
 
 def _sum(parts, create_graph: bool):
@@ -340,15 +341,15 @@ def _sum(parts, create_graph: bool):
     the gradients are)."""
     if len(parts) == 1:
         return parts[0]
-    token = _recording.set(True) if create_graph else None
+    token = RECORDING.set(True) if create_graph else None
     try:
         total = parts[0]
         for p in parts[1:]:
-            total = _eager(operator.add)(total, p)
+            total = run_recorded(operator.add)(total, p)
         return total
     finally:
         if token is not None:
-            _recording.reset(token)
+            RECORDING.reset(token)
 
 
 def _free(hist: _History) -> None:
@@ -366,7 +367,7 @@ def _retain(retain_graph, create_graph) -> bool:
 # --------------------------------------------------------------------------------------------
 
 def _heads(heads, what) -> list:
-    heads = _as_list(heads)
+    heads = as_list(heads)
     if not heads:
         raise FunctraceValueError(f"autograd.{what}: no heads given ({where()})")
     return heads
@@ -419,7 +420,7 @@ def backward(heads, head_grads=None, retain_graph=None, create_graph: bool = Fal
     seeds, cts = _head_values(heads, head_grads, "backward")
     grads = _run(hist, wrt, seeds, cts, create_graph, train_mode)
     per_slot: dict[int, list] = {}
-    order: list[_Slot] = []
+    order: list[Slot] = []
     for slot, gval in zip(slots, grads, strict=True):
         if id(slot) not in per_slot:
             per_slot[id(slot)] = []
@@ -431,15 +432,15 @@ def backward(heads, head_grads=None, retain_graph=None, create_graph: bool = Fal
         _free(hist)
 
 
-def _write(slot: _Slot, gval, create_graph: bool) -> None:
+def _write(slot: Slot, gval, create_graph: bool) -> None:
     buf = slot.grad
     if slot.req == "add":
         if create_graph:
-            t = _recording.set(True)
+            t = RECORDING.set(True)
             try:
-                gval = _eager(operator.add)(buf, gval)
+                gval = run_recorded(operator.add)(buf, gval)
             finally:
-                _recording.reset(t)
+                RECORDING.reset(t)
         else:
             gval = buf._data + gval
     buf._take(gval, keep_graph=create_graph)
@@ -474,7 +475,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
     """
     heads = _heads(heads, "grad")
     single = not isinstance(variables, list | tuple)
-    variables = _as_list(variables)
+    variables = as_list(variables)
     targets: dict = {}
     for k, v in enumerate(variables):
         ref = v._ref() if isinstance(v, NDArray) else None
@@ -484,7 +485,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
                 f"autograd.grad: variable {k} ({desc}) does not require a gradient: it is "
                 "neither marked (autograd.attach_grad / mark_variables) nor recorded from a "
                 f"marked array. Mark it before recording the heads ({where()})")
-        if isinstance(ref, _Node):
+        if isinstance(ref, Node):
             targets[(id(ref), v._index)] = ("var", k)
     hist = _history(heads, "grad", targets=targets, marks=False)
     wrt, owner = [], []
@@ -506,10 +507,10 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph: boo
     out = []
     for v, ps in zip(variables, parts, strict=True):
         if not ps:
-            out.append(_wrap(np.zeros(v.shape, v.dtype)))
+            out.append(wrap(np.zeros(v.shape, v.dtype)))
         else:
             total = _sum(ps, create_graph)
-            out.append(total if isinstance(total, NDArray) else _wrap(_storage(total)))
+            out.append(total if isinstance(total, NDArray) else wrap(storage_of(total)))
     if not _retain(retain_graph, create_graph):
         _free(hist)
     return out[0] if single else out
@@ -546,3 +547,13 @@ def _tuple_tree(n):
     from .. import tree_util
     return tree_util.tree_structure(tuple(range(n)))
 
+
+def _backward_method(self, out_grad=None, retain_graph=None, train_mode: bool = True,
+                     create_graph: bool = False) -> None:
+    """``autograd.backward([self], [out_grad], ...)``."""
+    backward(self, None if out_grad is None else [out_grad], retain_graph=retain_graph,
+             create_graph=create_graph, train_mode=train_mode)
+
+
+# NDArray sits below this module; its method is installed here, so the import runs one way
+NDArray.backward = _backward_method

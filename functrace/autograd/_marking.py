@@ -1,7 +1,7 @@
 """Marking arrays as variables: mark_variables, attach_grad, drop_grads, grad_of.
 
 Owns how an array becomes a variable (a leaf, or a recorded result: a non-leaf variable) and
-stops being one (the seed's MarkVariables and DropGrads). Imports the sibling ``_ndarray``
+stops being one (MXNet's MarkVariables and DropGrads). Imports the sibling ``_ndarray``
 and ``_nodes``.
 """
 
@@ -11,14 +11,10 @@ import numpy as np
 
 from ..core import Var
 from ..errors import FunctraceTypeError, FunctraceValueError, ShapeError, where
-from ._ndarray import NDArray, _wrap
-from ._nodes import _check_req, _Slot
+from ._ndarray import NDArray, wrap
+from ._nodes import Slot, as_list, check_req
 
 __all__ = ["attach_grad", "drop_grads", "grad_of", "mark_variables"]
-
-
-def _as_list(x) -> list:
-    return list(x) if isinstance(x, list | tuple) else [x]
 
 
 def mark_variables(variables, gradients, grad_reqs="write", _what="mark_variables") -> None:
@@ -42,7 +38,7 @@ def mark_variables(variables, gradients, grad_reqs="write", _what="mark_variable
         >>> x.grad is gx
         True
     """
-    variables, gradients = _as_list(variables), _as_list(gradients)
+    variables, gradients = as_list(variables), as_list(gradients)
     reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
     if not len(variables) == len(gradients) == len(reqs):
         raise FunctraceValueError(
@@ -56,7 +52,7 @@ def mark_variables(variables, gradients, grad_reqs="write", _what="mark_variable
                 f"{type(bad).__name__} (variable {i}). Use x = autograd.attach_grad(x), which "
                 "returns an autograd array, or wrap it with autograd.array(x) first "
                 f"({where()})")
-        _check_req(req)
+        check_req(req)
         if v.dtype.kind not in "fc":
             raise FunctraceTypeError(
                 f"autograd.{_what}: variable {i} has dtype {v.dtype}; only float (or complex) "
@@ -71,7 +67,7 @@ def mark_variables(variables, gradients, grad_reqs="write", _what="mark_variable
                 f"(grad_req={v._slot.req!r}); an array can be marked once. Call "
                 "autograd.drop_grads([x]) first to unmark it, or set x.grad_req to change "
                 f"how its gradient is written ({where()})")
-        slot = _Slot(g, req)
+        slot = Slot(g, req)
         node = v._node
         if node is not None and not node.freed:   # a recorded result: a non-leaf variable
             if node.marks is None:
@@ -98,17 +94,17 @@ def attach_grad(x, grad_req: str = "write") -> NDArray:
     """
     if not isinstance(x, NDArray):
         x = NDArray(x)
-    mark_variables([x], [_wrap(np.zeros_like(x._data))], [grad_req], _what="attach_grad")
+    mark_variables([x], [wrap(np.zeros_like(x._data))], [grad_req], _what="attach_grad")
     return x
 
 
 def drop_grads(variables) -> None:
-    """Unmark variables and free their gradient buffers (the seed's DropGrads).
+    """Unmark variables and free their gradient buffers (MXNet's DropGrads).
 
     Graphs recorded before keep working; the array no longer gets a gradient from them and
     new recordings treat it as a constant until it is marked again.
     """
-    for v in _as_list(variables):
+    for v in as_list(variables):
         if not isinstance(v, NDArray) or v._slot is None:
             continue
         slot = v._slot
@@ -121,3 +117,13 @@ def drop_grads(variables) -> None:
 def grad_of(x: NDArray) -> NDArray | None:
     """``x.grad``: the gradient buffer of a marked array (None if not marked)."""
     return x.grad if isinstance(x, NDArray) else None
+
+
+def _attach_grad_method(self, grad_req: str = "write") -> NDArray:
+    """Mark this array as a variable with a zero gradient buffer; returns it."""
+    return attach_grad(self, grad_req)
+
+
+# NDArray sits below this module; its method is installed here (as functrace.numpy installs
+# the array methods of a Tracer), so the import runs one way
+NDArray.attach_grad = _attach_grad_method

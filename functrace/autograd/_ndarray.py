@@ -11,10 +11,10 @@ How it fits the one engine:
   hands it to the recorder. The recorder runs ``op.impl`` on the stored numpy (or cupy) arrays
   immediately, as MXNet does, and returns NDArrays. No op is implemented twice.
 * While recording, and when an operand is in a graph (a marked variable or a recorded result),
-  the recorder also keeps the equation (the same ``Eqn`` a trace would record) in a ``_Node``
+  the recorder also keeps the equation (the same ``Eqn`` a trace would record) in a ``Node``
   that points to the nodes of its operands: the history is a DAG hanging off the arrays, freed
-  by reference counting when they die (the seed's AGInfo on nnvm nodes).
-* A node keeps only the operand and result values its op's vjp rule reads (the seed's
+  by reference counting when they die (MXNet's AGInfo on nnvm nodes).
+* A node keeps only the operand and result values its op's vjp rule reads (MXNet's
   GetBackwardDependency). We find them by tracing the rule once per op signature on abstract
   values and looking at what its graph reads; the others are left as placeholders (their
   Var carries shape and dtype).
@@ -49,9 +49,17 @@ from ..errors import (
     ShapeError,
     TracerLeakError,
 )
-from ..tracing import Trace, Tracer, _current, _user_source, op_error, source_line
-from ._nodes import _check_req, _Node, _Slot
-from ._state import _recording, _training
+from ..tracing import (
+    CURRENT_TRACE,
+    Trace,
+    Tracer,
+    current_trace,
+    op_error,
+    source_line,
+    user_source,
+)
+from ._nodes import Node, Slot, check_req
+from ._state import RECORDING, TRAINING
 
 __all__ = ["RECORDER", "NDArray", "array", "pause", "predict_mode", "record", "train_mode"]
 
@@ -63,7 +71,7 @@ def _is_device_array(x) -> bool:
     return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
 
 
-def _storage(x, dtype=None, copy: bool = False):
+def storage_of(x, dtype=None, copy: bool = False):
     """An array to store: numpy (copied if asked), or a device array kept as it is."""
     if isinstance(x, NDArray):
         a = x._data
@@ -77,7 +85,7 @@ def _storage(x, dtype=None, copy: bool = False):
     if a.dtype.kind not in "biufc":
         raise FunctraceTypeError(f"autograd arrays hold bool, integer, float or complex data; "
                                  f"got {type(x).__name__} of dtype {a.dtype}; at "
-                                 f"{source_line(_user_source())}")
+                                 f"{source_line(user_source())}")
     return a
 
 
@@ -96,8 +104,8 @@ def _as_result(r, aval: AVal, op):
     return r
 
 
-def _wrap(data, var: Var | None = None, node: _Node | None = None, index: int = 0,
-          slot: _Slot | None = None) -> NDArray:
+def wrap(data, var: Var | None = None, node: Node | None = None, index: int = 0,
+          slot: Slot | None = None) -> NDArray:
     obj = NDArray.__new__(NDArray)
     obj._trace = RECORDER
     obj._var = var if var is not None else Var(AVal(data.shape, data.dtype))
@@ -124,7 +132,7 @@ class _Recorder(Trace):
         return "<autograd recorder>"
 
     def record(self, op, args, params):
-        recording = _recording.get()
+        recording = RECORDING.get()
         n = len(args)
         datas: list = [None] * n
         avals: list = [None] * n
@@ -143,7 +151,7 @@ class _Recorder(Trace):
             elif isinstance(a, Tracer):
                 raise TracerLeakError(
                     f"{op.name} got a traced value of {a._trace} while running autograd arrays "
-                    f"eagerly, at {source_line(_user_source())}: a traced value escaped its "
+                    f"eagerly, at {source_line(user_source())}: a traced value escaped its "
                     "transform (stored in a global or closure?); return it from the "
                     "transformed function instead")
             elif isinstance(a, Lit):
@@ -151,7 +159,7 @@ class _Recorder(Trace):
                 avals[i] = a.aval
                 atoms[i] = a
             else:
-                d = _storage(a)
+                d = storage_of(a)
                 datas[i] = d
                 avals[i] = av = AVal(d.shape, d.dtype)
                 if recording:
@@ -159,15 +167,15 @@ class _Recorder(Trace):
         try:
             out = op.abstract_eval(*avals, **params)
         except (TypeError, ValueError) as e:
-            raise op_error(op, e, avals, _user_source()) from None
+            raise op_error(op, e, avals, user_source()) from None
         out_avals = tuple(out) if op.multiple_results else (out,)
-        token = _current.set(None)   # impls that evaluate sub-graphs run plain numpy
+        token = CURRENT_TRACE.set(None)   # impls that evaluate sub-graphs run plain numpy
         try:
             res = op.impl(*datas, **params)
         finally:
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
         res = res if op.multiple_results else (res,)
-        outs = [_wrap(_as_result(r, av, op), Var(av))
+        outs = [wrap(_as_result(r, av, op), Var(av))
                 for r, av in zip(res, out_avals, strict=True)]
         if attached:
             self._remember(op, params, atoms, datas, parents, avals, out_avals, outs)
@@ -175,9 +183,9 @@ class _Recorder(Trace):
 
     @staticmethod
     def _remember(op, params, atoms, datas, parents, avals, out_avals, outs):
-        """Keep the equation in a node (the seed's RecordOp), with only the values its
+        """Keep the equation in a node (MXNet's RecordOp), with only the values its
         gradient rule reads."""
-        eqn = Eqn(op, atoms, Params(params), [o._var for o in outs], _user_source())
+        eqn = Eqn(op, atoms, Params(params), [o._var for o in outs], user_source())
         in_key = tuple(a if isinstance(a, Lit) else av for a, av in zip(atoms, avals, strict=True))
         active = tuple(p is not None and av.dtype.kind in "fc"
                        for p, av in zip(parents, avals, strict=True))
@@ -189,7 +197,7 @@ class _Recorder(Trace):
         for o, s in zip(outs, save_out, strict=True):
             if s:
                 saved[o._var] = o._data
-        node = _Node(eqn, tuple(parents), saved or None)
+        node = Node(eqn, tuple(parents), saved or None)
         for i, o in enumerate(outs):
             o._node, o._index = node, i
 
@@ -197,18 +205,18 @@ class _Recorder(Trace):
 RECORDER = _Recorder()
 
 
-def _eager(fn):
+def run_recorded(fn):
     """Run ``fn`` with the recorder as the current trace, unless a transform is active (then
     NDArrays are that transform's constants and ``fn`` runs as it is)."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if _current.get() is not None:
+        if current_trace() is not None:
             return fn(*args, **kwargs)
-        token = _current.set(RECORDER)
+        token = CURRENT_TRACE.set(RECORDER)
         try:
             return fn(*args, **kwargs)
         finally:
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
     return run
 
 
@@ -256,7 +264,7 @@ def _fnp_counterpart(func, module: str):
 def _untraceable(what: str):
     return FunctraceTypeError(
         f"{what} was called on an autograd array that is part of a recorded graph, at "
-        f"{source_line(_user_source())}, and it has no functrace.numpy counterpart, so it "
+        f"{source_line(user_source())}, and it has no functrace.numpy counterpart, so it "
         "cannot be recorded or differentiated. Write it with functrace.numpy, or take the "
         "values with x.asnumpy() (no gradient flows through them).")
 
@@ -294,7 +302,7 @@ class NDArray(Tracer):
     __slots__ = ("_data", "_index", "_node", "_slot")
 
     def __init__(self, data, dtype=None):
-        arr = _storage(data, dtype, copy=True)
+        arr = storage_of(data, dtype, copy=True)
         self._trace = RECORDER
         self._var = Var(AVal(arr.shape, arr.dtype))
         self._data = arr
@@ -358,10 +366,10 @@ class NDArray(Tracer):
         return (NDArray, (self.asnumpy(),))
 
     def __copy__(self):
-        return _wrap(self._data)
+        return wrap(self._data)
 
     def __deepcopy__(self, memo):
-        return _wrap(self._data.copy())
+        return wrap(self._data.copy())
 
     # -- autograd ----------------------------------------------------------------------------
     @property
@@ -376,53 +384,43 @@ class NDArray(Tracer):
 
     @grad_req.setter
     def grad_req(self, req: str) -> None:
-        _check_req(req)
+        check_req(req)
         if self._slot is None:
             if req != "null":
-                from ._marking import attach_grad
-                attach_grad(self, req)
+                self.attach_grad(req)
             return
         self._slot.req = req
 
-    def attach_grad(self, grad_req: str = "write") -> NDArray:
-        """Mark this array as a variable with a zero gradient buffer; returns it."""
-        from ._marking import attach_grad
-        return attach_grad(self, grad_req)
-
-    def backward(self, out_grad=None, retain_graph=None, train_mode: bool = True,
-                 create_graph: bool = False) -> None:
-        """``autograd.backward([self], [out_grad], ...)``."""
-        from ._backward import backward
-        backward(self, None if out_grad is None else [out_grad], retain_graph=retain_graph,
-                 create_graph=create_graph, train_mode=train_mode)
+    # attach_grad(grad_req="write") and backward(out_grad=None, ...) are methods too: the
+    # modules that own them (_marking, _backward) sit above this one and install them
 
     def detach(self) -> NDArray:
         """The same values, outside any graph (no gradient flows through it)."""
-        return _wrap(self._data)
+        return wrap(self._data)
 
     def copy(self) -> NDArray:
         """A copy; recorded (gradients flow through it) when recording an array in a graph."""
-        if _recording.get() and self._ref() is not None:
+        if RECORDING.get() and self._ref() is not None:
             return ops.convert_element_type(self, self.dtype)   # an identity op, recorded
-        return _wrap(self._data.copy())
+        return wrap(self._data.copy())
 
     # -- in-place updates --------------------------------------------------------------------
     def _check_inplace(self, what: str) -> None:
-        if _recording.get() and self._ref() is not None:
+        if RECORDING.get() and self._ref() is not None:
             raise FunctraceValueError(_INPLACE_MSG.format(what=what) + f" At "
-                                      f"{source_line(_user_source())}.")
+                                      f"{source_line(user_source())}.")
 
     def _take(self, new, keep_graph: bool) -> None:
         """Make ``new``'s value this array's (in place, from the user's point of view)."""
-        data = new._data if isinstance(new, NDArray) else _storage(new)
+        data = new._data if isinstance(new, NDArray) else storage_of(new)
         if data.shape != self.shape:
             raise ShapeError(f"cannot write a value of shape {data.shape} into an array of "
-                             f"shape {self.shape} in place; at {source_line(_user_source())}")
+                             f"shape {self.shape} in place; at {source_line(user_source())}")
         if data.dtype != self.dtype:
             if not np.can_cast(data.dtype, self.dtype, "same_kind"):
                 raise FunctraceTypeError(
                     f"cannot write {data.dtype} values into a {self.dtype} array in place "
-                    f"(numpy's same_kind rule); at {source_line(_user_source())}")
+                    f"(numpy's same_kind rule); at {source_line(user_source())}")
             if keep_graph and _attached(new):
                 new = ops.convert_element_type(new, self.dtype)
                 data = new._data
@@ -439,8 +437,8 @@ class NDArray(Tracer):
 
     def __setitem__(self, idx, value):
         self._check_inplace("x[idx] = value")
-        if _recording.get() and _any_attached(value):
-            new = _eager(lambda: fnp.at(self)[idx].set(value))()
+        if RECORDING.get() and _any_attached(value):
+            new = run_recorded(lambda: fnp.at(self)[idx].set(value))()
             self._take(new, keep_graph=True)
             return
         data = self._data.copy()
@@ -454,7 +452,7 @@ class NDArray(Tracer):
             target = inputs[0]
             what = f"numpy.{ufunc.__name__}.at"
             target._check_inplace(what)
-            if _recording.get() and _any_attached(inputs[1:]):
+            if RECORDING.get() and _any_attached(inputs[1:]):
                 raise _untraceable(what)
             data = target._data.copy()   # numpy's ufunc.at ignores read-only flags
             ufunc.at(data, *_raw(inputs[1:], True), **kwargs)
@@ -462,10 +460,10 @@ class NDArray(Tracer):
             return None
         fn = _fnp_counterpart(ufunc, "numpy") if method == "__call__" else None
         if fn is not None:
-            res = _eager(fn)(*inputs, **kwargs)
+            res = run_recorded(fn)(*inputs, **kwargs)
         else:
             what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-            if _recording.get() and _any_attached(inputs):
+            if RECORDING.get() and _any_attached(inputs):
                 raise _untraceable(what)
             res = getattr(ufunc, method)(*_raw(inputs, True), **kwargs)
         if out is None:
@@ -473,7 +471,7 @@ class NDArray(Tracer):
         target = out[0] if isinstance(out, tuple) else out
         if isinstance(target, NDArray):
             target._check_inplace(f"out= of numpy.{ufunc.__name__}")
-            target._take(res, keep_graph=_recording.get())
+            target._take(res, keep_graph=RECORDING.get())
         else:
             target[...] = np.asarray(res)
         return target
@@ -482,15 +480,15 @@ class NDArray(Tracer):
         module = getattr(func, "__module__", None) or "numpy"
         fn = _fnp_counterpart(func, module)
         if fn is not None:
-            return _eager(fn)(*args, **kwargs)
-        if _recording.get() and (_any_attached(args) or _any_attached(kwargs)):
+            return run_recorded(fn)(*args, **kwargs)
+        if RECORDING.get() and (_any_attached(args) or _any_attached(kwargs)):
             raise _untraceable(f"{module}.{func.__name__}")
         return func(*_raw(args, True), **{k: _raw(v, True) for k, v in kwargs.items()})
 
     def __iter__(self) -> Iterator[NDArray]:
         if not self.shape:
             raise FunctraceTypeError(f"iteration over a 0-d array, at "
-                                     f"{source_line(_user_source())}")
+                                     f"{source_line(user_source())}")
         return (self[i] for i in range(self.shape[0]))
 
 
@@ -499,8 +497,8 @@ def _inplace(name: str, symbol: str):
 
     def method(self, other):
         self._check_inplace(f"x {symbol}= ...")
-        new = _eager(binary)(self, other)
-        self._take(new, keep_graph=_recording.get())
+        new = run_recorded(binary)(self, other)
+        self._take(new, keep_graph=RECORDING.get())
         return self
     method.__name__ = f"__i{name.strip('_')}__"
     return method
@@ -521,8 +519,8 @@ def _install_eager_methods() -> None:
         fn = attr.fget if isinstance(attr, property) else attr
         if not callable(fn) or not getattr(fn, "__module__", "").startswith("functrace.numpy"):
             continue
-        setattr(NDArray, name, property(_eager(fn)) if isinstance(attr, property)
-                else _eager(fn))
+        setattr(NDArray, name, property(run_recorded(fn)) if isinstance(attr, property)
+                else run_recorded(fn))
 
 
 _install_eager_methods()
@@ -545,23 +543,23 @@ def array(data, dtype=None) -> NDArray:
 
 @contextlib.contextmanager
 def _scope(recording: bool | None, training: bool | None):
-    t_rec = _recording.set(recording) if recording is not None else None
-    t_train = _training.set(bool(training)) if training is not None else None
-    cur = _current.get()
+    t_rec = RECORDING.set(recording) if recording is not None else None
+    t_train = TRAINING.set(bool(training)) if training is not None else None
+    cur = current_trace()
     t_cur = None
     if recording is True and cur is None:
-        t_cur = _current.set(RECORDER)    # functrace.numpy calls in the scope run through it
+        t_cur = CURRENT_TRACE.set(RECORDER)    # functrace.numpy calls in the scope run through it
     elif recording is False and cur is RECORDER:
-        t_cur = _current.set(None)
+        t_cur = CURRENT_TRACE.set(None)
     try:
         yield
     finally:
         if t_cur is not None:
-            _current.reset(t_cur)
+            CURRENT_TRACE.reset(t_cur)
         if t_train is not None:
-            _training.reset(t_train)
+            TRAINING.reset(t_train)
         if t_rec is not None:
-            _recording.reset(t_rec)
+            RECORDING.reset(t_rec)
 
 
 def record(train_mode: bool = True):

@@ -1,8 +1,8 @@
 """The recorded history: per-equation nodes, gradient slots, and what a node keeps.
 
-Owns ``_Node`` (one recorded equation and links to where its operands came from), ``_Slot``
+Owns ``Node`` (one recorded equation and links to where its operands came from), ``Slot``
 (a marked array's gradient buffer and grad_req). Which operand and result values a node keeps
-for the backward pass (the seed's GetBackwardDependency) is ``autodiff.rule_dependency``.
+for the backward pass (MXNet's GetBackwardDependency) is ``autodiff.rule_dependency``.
 Imports core; knows nothing of arrays.
 """
 
@@ -14,11 +14,16 @@ from ..errors import FunctraceValueError, where
 GRAD_REQS = ("write", "add", "null")
 
 
+def as_list(x) -> list:
+    """``x`` as a list: a list or tuple's items, else ``[x]``."""
+    return list(x) if isinstance(x, list | tuple) else [x]
+
+
 # --------------------------------------------------------------------------------------------
 # History: nodes and gradient slots
 # --------------------------------------------------------------------------------------------
 
-class _Slot:
+class Slot:
     """Where a marked array's gradient goes: the buffer and its grad_req. A marked leaf's
     slot is also its identity in every graph it is read by (a node's parent)."""
 
@@ -28,16 +33,16 @@ class _Slot:
         self.grad, self.req = grad, req
 
 
-class _Node:
+class Node:
     """One recorded equation.
 
     Attributes:
         eqn: the equation; its input atoms are the operands' Vars (or Lits), its outputs the
             result arrays' Vars.
-        parents: per input, the ``_Node`` that computed it, the ``_Slot`` of a marked leaf, or
+        parents: per input, the ``Node`` that computed it, the ``Slot`` of a marked leaf, or
             None (a constant: an array outside any graph, or a literal).
         saved: Var -> value, only for the operands/results the vjp rule reads (None if none).
-        marks: output index -> ``_Slot`` of results marked later (non-leaf variables).
+        marks: output index -> ``Slot`` of results marked later (non-leaf variables).
         freed: set when a backward without retain_graph released this node: its values are
             gone (no second backward), its equation and links stay (a few hundred bytes) so
             ``get_symbol`` still works.
@@ -47,7 +52,7 @@ class _Node:
 
     def __init__(self, eqn: Eqn, parents: tuple, saved: dict | None):
         self.eqn, self.parents, self.saved = eqn, parents, saved
-        self.marks: dict[int, _Slot] | None = None
+        self.marks: dict[int, Slot] | None = None
         self.freed = False
 
     def free(self) -> None:
@@ -56,7 +61,7 @@ class _Node:
         self.marks = None
 
 
-def _check_req(req) -> None:
+def check_req(req) -> None:
     if req not in GRAD_REQS:
         raise FunctraceValueError(f"grad_req must be 'write', 'add' or 'null', got {req!r} "
                                   f"({where()})")

@@ -2,7 +2,7 @@
 
 Owns two context variables and their getters/setters. They are ``contextvars.ContextVar``s, so
 each thread (and each asyncio task) has its own: one thread recording never makes another
-thread record (the seed kept them ``thread_local``). Imports nothing from functrace.
+thread record (MXNet kept them ``thread_local``). Imports nothing from functrace.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import contextvars
 
 __all__ = ["is_recording", "is_training", "set_recording", "set_training"]
 
-_recording: contextvars.ContextVar[bool] = contextvars.ContextVar(
+RECORDING: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "functrace_autograd_recording", default=False)
-_training: contextvars.ContextVar[bool] = contextvars.ContextVar(
+TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "functrace_autograd_training", default=False)
 
 
@@ -28,7 +28,7 @@ def is_recording() -> bool:
         ...     autograd.is_recording()
         True
     """
-    return _recording.get()
+    return RECORDING.get()
 
 
 def is_training() -> bool:
@@ -37,7 +37,7 @@ def is_training() -> bool:
     functrace's ops behave the same in both modes; the flag is there for user code (dropout,
     batch statistics) that wants to branch on it, as in MXNet.
     """
-    return _training.get()
+    return TRAINING.get()
 
 
 def set_recording(is_recording: bool) -> bool:
@@ -46,13 +46,13 @@ def set_recording(is_recording: bool) -> bool:
     Prefer ``with autograd.record():`` / ``with autograd.pause():``, which also restore the
     state and make functrace.numpy functions record too (see the package docstring).
     """
-    prev = _recording.get()
-    _recording.set(bool(is_recording))
+    prev = RECORDING.get()
+    RECORDING.set(bool(is_recording))
     return prev
 
 
 def set_training(train_mode: bool) -> bool:
     """Turn training mode on or off in this thread/context; returns the previous state."""
-    prev = _training.get()
-    _training.set(bool(train_mode))
+    prev = TRAINING.get()
+    TRAINING.set(bool(train_mode))
     return prev

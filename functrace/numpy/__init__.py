@@ -18,16 +18,17 @@ import numpy as _np
 from ..errors import FunctraceTypeError as _FunctraceTypeError
 from ..tracing import USER_ERRORS as _USER_ERRORS
 from ..tracing import Tracer as _Tracer
-from ..tracing import _user_source
+from ..tracing import user_source as _user_source
 from ..tracing import source_line as _source_line
 from ..tracing import user_error as _user_error
-from . import _core, _creation, _indexing, _products, _reductions, _shape, _ufuncs  # noqa: F401
+from . import _core, _creation, _indexing, _joining, _products, _reductions, _shape, _ufuncs  # noqa: F401
 from ._creation import *  # noqa: F403
 from ._indexing import (  # noqa: F401  (re-exported)
     AtIndexer, argwhere, flatnonzero, nonzero, take, take_along_axis)
 from ._products import *  # noqa: F403
 from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
+from ._joining import *  # noqa: F403
 from ._ufuncs import *  # noqa: F403
 from . import linalg
 

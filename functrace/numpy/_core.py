@@ -47,13 +47,26 @@ def asarray_any(x):
             raise TypeError(f"functrace cannot trace arrays of dtype {x.dtype}")
         return x
     if isinstance(x, list | tuple) and any(isinstance(e, Tracer) for e in _iter_nested(x)):
-        from ._shape import stack
-        return stack([asarray_any(e) for e in x])
+        return _stack_items(x)
     a = np.asarray(x)
     if a.dtype.kind not in "biufc":
         raise TypeError(f"functrace cannot use {type(x).__name__} {x!r:.60} as an array "
                         f"(dtype {a.dtype})")
     return a
+
+
+def _stack_items(x):
+    """A list or tuple that holds tracers as one array, as ``np.array`` reads nested rows: its
+    items (each made an array the same way), promoted to one dtype and stacked on a new first
+    axis (``fnp.stack``'s work, done here so that this module imports no other of the
+    package)."""
+    xs = [asarray_any(e) for e in x]
+    dt = np.result_type(*[dtype_key(e) for e in xs])
+    xs = [cast(e, dt) for e in xs]
+    if len({e.shape for e in xs}) != 1:
+        raise ValueError("setting an array element with a sequence: the items have shapes "
+                         f"{', '.join(str(e.shape) for e in xs)}, which are not all equal")
+    return ops.concatenate([ops.reshape(e, (1, *e.shape)) for e in xs], 0)
 
 
 def _iter_nested(x):

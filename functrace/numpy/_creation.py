@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
-from ..tracing import Tracer, _current
+from ..tracing import Tracer, current_trace
 from ._core import asarray_any, cast, weak_result_type
 
 __all__ = ["zeros", "ones", "full", "empty", "eye", "identity", "arange", "linspace",
@@ -22,7 +22,7 @@ def _filled(shape, value, dtype):
     """A constant of ``shape``: one broadcast of a scalar under tracing (never a big literal)."""
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
     dtype = np.dtype(dtype) if dtype is not None else np.asarray(value).dtype
-    if _current.get() is None:
+    if current_trace() is None:
         return np.full(shape, value, dtype)
     v = np.asarray(value, dtype)
     return ops.broadcast_in_dim(v, shape, ()) if shape else v
@@ -36,7 +36,7 @@ def zeros(shape, dtype=float, order="C", **kwargs):
         >>> fnp.zeros(2)
         array([0., 0.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.zeros(shape, dtype, order, **kwargs)
     return _filled(shape, 0, dtype)
 
@@ -49,7 +49,7 @@ def ones(shape, dtype=None, order="C", **kwargs):
         >>> fnp.ones(2)
         array([1., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.ones(shape, dtype, order, **kwargs)
     return _filled(shape, 1, dtype if dtype is not None else float)
 
@@ -62,7 +62,7 @@ def empty(shape, dtype=float, order="C", **kwargs):
         >>> fnp.empty(2).shape
         (2,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.empty(shape, dtype, order, **kwargs)
     return _filled(shape, 0, dtype)
 
@@ -75,7 +75,7 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
         >>> fnp.full(2, 7.0)
         array([7., 7.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.full(shape, fill_value, dtype, order, **kwargs)
     if isinstance(fill_value, Tracer):
         v = cast(fill_value, dtype) if dtype is not None else fill_value
@@ -86,7 +86,7 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
 
 def _like(name, value):
     def f(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
-        if _current.get() is None:
+        if current_trace() is None:
             return getattr(np, name)(a, dtype=dtype, order=order, subok=subok, shape=shape,
                                      **kwargs)
         x = asarray_any(a)
@@ -111,7 +111,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
         >>> fnp.full_like(np.ones(2), 3.0)
         array([3., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.full_like(a, fill_value, dtype, order, subok, shape, **kwargs)
     x = asarray_any(a)
     dt = dtype if dtype is not None else x.dtype
@@ -176,7 +176,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         >>> fnp.linspace(0.0, 1.0, 3)
         array([0. , 0.5, 1. ])
     """
-    if _current.get() is None or not (isinstance(start, Tracer) or isinstance(stop, Tracer)):
+    if current_trace() is None or not (isinstance(start, Tracer) or isinstance(stop, Tracer)):
         return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
     from ._ufuncs import add, multiply, subtract
     s = asarray_any(start)
@@ -207,7 +207,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
         >>> fnp.logspace(0.0, 2.0, 3)
         array([  1.,  10., 100.])
     """
-    if _current.get() is None or not (isinstance(start, Tracer) or isinstance(stop, Tracer)):
+    if current_trace() is None or not (isinstance(start, Tracer) or isinstance(stop, Tracer)):
         return np.logspace(start, stop, num, endpoint, base, dtype, axis)
     from ._ufuncs import power
     y = power(base, linspace(start, stop, num, endpoint, axis=axis))
@@ -233,7 +233,7 @@ def array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, **kwar
         >>> fnp.array([1.0, 2.0])
         array([1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin,
                         **kwargs)
     x = asarray_any(object)
@@ -253,7 +253,7 @@ def asarray(a, dtype=None, order=None, **kwargs):
         >>> fnp.asarray([1, 2]).dtype
         dtype('int64')
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.asarray(a, dtype=dtype, order=order, **kwargs)
     x = asarray_any(a)
     return cast(x, dtype) if dtype is not None else x
@@ -270,7 +270,7 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
         >>> [g.shape for g in fnp.meshgrid(np.arange(2), np.arange(3))]
         [(3, 2), (3, 2)]
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.meshgrid(*xi, copy=copy, sparse=sparse, indexing=indexing)
     xs = [ops.reshape(asarray_any(x), (asarray_any(x).size,)) for x in xi]
     n = len(xs)

@@ -22,16 +22,17 @@ import sys
 
 import numpy as np
 
-from .. import caches, tree_util
+from .. import tree_util
 from ..backends import numpy_ref
 from ..core import on_device
-from ..tracing import USER_ERRORS, Tracer, _current, trace_to_graph, user_error
+from ..signature import SignatureCache, static_key
+from ..tracing import USER_ERRORS, Tracer, current_trace, trace_to_graph, user_error
 
 __all__ = ["device_dispatch"]
 
 # (fnp function, structure, static values, array types) -> (graph, out_tree): graphs of
 # functrace's own functions, so held strongly; bounded (functrace.caches)
-_graphs = caches.LRU("numpy.device_graphs", scale=8)
+_graphs = SignatureCache("numpy.device_graphs", scale=8)
 
 
 class _NotArrays(Exception):
@@ -59,7 +60,7 @@ def device_dispatch(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _current.get() is None and "cupy" in sys.modules and _has_device(args, kwargs):
+        if current_trace() is None and "cupy" in sys.modules and _has_device(args, kwargs):
             return call_on_device(fn, args, kwargs)
         try:
             return fn(*args, **kwargs)
@@ -69,10 +70,6 @@ def device_dispatch(fn):
                 raise
             raise err from None
     return wrapper
-
-
-def _static_key(x):
-    return (type(x), x)
 
 
 _CONTAINERS = (list, tuple, dict)
@@ -102,7 +99,7 @@ def call_on_device(fn, args, kwargs):
     pos = set(idx)
     try:
         key = (fn, in_tree,
-               tuple(_static_key(x) for i, x in enumerate(leaves) if i not in pos),
+               tuple(static_key(x) for i, x in enumerate(leaves) if i not in pos),
                tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays))
         hash(key)
     except TypeError:     # an unhashable static argument: no caching
@@ -133,7 +130,7 @@ def call_on_device(fn, args, kwargs):
                 raise exc from None
         hit = (tr.graph, box[0])
         if key is not None and not tr.concretized:
-            _graphs[key] = hit
+            _graphs.put(key, hit, consts=tr.consts)
     graph, out_tree = hit
     outs = numpy_ref.run(graph, arrays)
     return tree_util.tree_unflatten(out_tree, outs)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import ops, tree_util
 from ..core import on_device
 from ..errors import ConcretizationError, FunctraceValueError
-from ..tracing import USER_ERRORS, Tracer, _current, user_error
+from ..tracing import USER_ERRORS, Tracer, current_trace, user_error
 from ._core import asarray_any, cast, normalize_axis
 
 __all__ = ["getitem", "AtIndexer", "take", "take_along_axis", "nonzero", "argwhere",
@@ -180,13 +180,13 @@ class _AtRef:
                 raise ValueError(f"cannot broadcast values of shape {vshape} to the indexed "
                                  f"shape {want}")
             v = ops.broadcast_to_shape(v, want)
-        if _current.get() is None:
+        if current_trace() is None:
             return ops.indexing.scatter_p.impl(np.asarray(x), np.asarray(v), *arrays, spec=spec,
                                                mode=mode)
         return ops.scatter(x, v, arrays, spec, mode)
 
     def _eager_device(self, args) -> bool:
-        return _current.get() is None and any(on_device(a) for a in tree_util.tree_leaves(
+        return current_trace() is None and any(on_device(a) for a in tree_util.tree_leaves(
             (self.x, self.idx, args)))
 
     def set(self, values):
@@ -219,7 +219,7 @@ class _AtRef:
         if self._eager_device(()):
             from ._device import call_on_device
             return call_on_device(getitem, (self.x, self.idx), {})
-        return getitem(self.x, self.idx) if _current.get() is not None else \
+        return getitem(self.x, self.idx) if current_trace() is not None else \
             np.asarray(self.x)[self.idx]
 
 
@@ -254,7 +254,7 @@ def take(a, indices, axis=None, out=None, mode=None):
         >>> fnp.take(np.array([1.0, 2.0, 3.0]), [2, 0])
         array([3., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.take(a, indices, axis=axis, out=out, mode=mode)
     x = asarray_any(a)
     if axis is None:
@@ -284,7 +284,7 @@ def take_along_axis(arr, indices, axis):
         >>> fnp.take_along_axis(np.array([[1.0, 2.0]]), np.array([[1, 0]]), 1)
         array([[2., 1.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.take_along_axis(arr, indices, axis)
     x = asarray_any(arr)
     idx = asarray_any(indices)
@@ -310,7 +310,7 @@ def nonzero(a):
         >>> fnp.nonzero(np.array([0.0, 2.0]))
         (array([1]),)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.nonzero(a)
     return tuple(np.nonzero(_concrete_mask(a)))
 
@@ -323,7 +323,7 @@ def flatnonzero(a):
         >>> fnp.flatnonzero(np.array([0.0, 2.0]))
         array([1])
     """
-    return np.flatnonzero(_concrete_mask(a) if _current.get() is not None else a)
+    return np.flatnonzero(_concrete_mask(a) if current_trace() is not None else a)
 
 
 def argwhere(a):
@@ -334,4 +334,4 @@ def argwhere(a):
         >>> fnp.argwhere(np.array([0.0, 2.0]))
         array([[1]])
     """
-    return np.argwhere(_concrete_mask(a) if _current.get() is not None else a)
+    return np.argwhere(_concrete_mask(a) if current_trace() is not None else a)

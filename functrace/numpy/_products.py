@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from .. import ops
-from ..tracing import _current
+from ..tracing import current_trace
 from ._core import asarray_any, cast, dtype_key, normalize_axis
 
 __all__ = ["matmul", "dot", "inner", "outer", "tensordot", "einsum", "kron", "cross", "vdot",
@@ -37,7 +37,7 @@ def matmul(x1, x2, /):
         >>> fnp.matmul(np.ones((2, 3)), np.ones(3))
         array([3., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.matmul(x1, x2)
     a, b = _promote(x1, x2)
     if a.ndim == 0 or b.ndim == 0:
@@ -89,7 +89,7 @@ def dot(a, b, out=None):
         >>> float(fnp.dot(np.ones(3), np.ones(3)))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.dot(a, b, out)
     x, y = _promote(a, b)
     if x.ndim == 0 or y.ndim == 0:
@@ -112,7 +112,7 @@ def inner(a, b, /):
         >>> float(fnp.inner(np.ones(3), np.ones(3)))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.inner(a, b)
     x, y = _promote(a, b)
     if x.ndim == 0 or y.ndim == 0:
@@ -128,7 +128,7 @@ def outer(a, b, out=None):
         >>> fnp.outer(np.ones(2), np.ones(3)).shape
         (2, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.outer(a, b, out)
     x, y = _promote(a, b)
     x, y = ops.reshape(x, (x.size,)), ops.reshape(y, (y.size,))
@@ -144,7 +144,7 @@ def tensordot(a, b, axes=2):
         >>> fnp.tensordot(np.ones((2, 3)), np.ones((3, 4)), axes=1).shape
         (2, 4)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.tensordot(a, b, axes)
     x, y = _promote(a, b)
     if isinstance(axes, int | np.integer):
@@ -168,7 +168,7 @@ def vdot(a, b, /):
         >>> float(fnp.vdot(np.ones(3), np.ones(3)))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.vdot(a, b)
     x, y = _promote(a, b)
     x = ops.reshape(x, (x.size,))
@@ -186,7 +186,7 @@ def vecdot(x1, x2, /, *, axis=-1):
         >>> fnp.vecdot(np.ones((2, 3)), np.ones(3))
         array([3., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.vecdot(x1, x2, axis=axis)
     x, y = _promote(x1, x2)
     if x.dtype.kind == "c":
@@ -204,7 +204,7 @@ def matvec(x1, x2, /):
         >>> fnp.matvec(np.ones((2, 3)), np.ones(3))
         array([3., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.matvec(x1, x2)
     from ._shape import expand_dims, squeeze
     return squeeze(matmul(x1, expand_dims(x2, -1)), -1)
@@ -218,7 +218,7 @@ def kron(a, b):
         >>> fnp.kron(np.eye(2), np.ones((1, 2))).shape
         (2, 4)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.kron(a, b)
     x, y = _promote(a, b)
     nd = max(x.ndim, y.ndim)
@@ -254,9 +254,10 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         >>> fnp.cross(np.array([1.0, 0, 0]), np.array([0.0, 1, 0]))
         array([0., 0., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.cross(a, b, axisa, axisb, axisc, axis)
-    from ._shape import moveaxis, stack
+    from ._joining import stack
+    from ._shape import moveaxis
     if axis is not None:
         axisa = axisb = axisc = axis
     x, y = _promote(a, b)
@@ -353,7 +354,7 @@ def einsum(subscripts, *operands, optimize=False, dtype=None, out=None, **kwargs
         >>> fnp.einsum("ij,jk->ik", np.ones((2, 3)), np.ones((3, 4))).shape
         (2, 4)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.einsum(subscripts, *operands, optimize=optimize, dtype=dtype, out=out,
                          **kwargs)
     if out is not None:

@@ -12,7 +12,7 @@ import builtins
 import numpy as np
 
 from .. import ops
-from ..tracing import _current
+from ..tracing import current_trace
 from ._core import asarray_any, cast, normalize_axes, normalize_axis, result_dtype_like_numpy
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "var", "std", "argmax",
@@ -38,7 +38,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
         >>> fnp.sum(np.arange(6.0).reshape(2, 3), axis=0)
         array([3., 5., 7.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
                       **_given(initial=initial, where=where))
     _no_out(out)
@@ -85,7 +85,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
         >>> float(fnp.mean(np.array([1.0, 2.0, 6.0])))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         kw = {} if where is None else {"where": where}
         return np.mean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     _no_out(out)
@@ -117,7 +117,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
         >>> float(fnp.prod(np.array([2.0, 3.0])))
         6.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
                        **_given(initial=initial, where=where))
     _no_out(out)
@@ -134,7 +134,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 def _minmax(name, npfn, prim):
     def f(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-        if _current.get() is None:
+        if current_trace() is None:
             kw = {}
             if initial is not None:
                 kw["initial"] = initial
@@ -162,7 +162,7 @@ def _minmax(name, npfn, prim):
             y = (ops.maximum if name == "max" else ops.minimum)(y, np.asarray(initial, x.dtype))
         return _keep(y, x.shape, axes, keepdims)
     f.__name__ = name
-    f.__doc__ = (f"numpy.{name}; ties share the gradient evenly (NUMERICS.md).\n\n"
+    f.__doc__ = (f"numpy.{name}; ties share the gradient evenly (docs/numerics.md).\n\n"
                  f"Example:\n    >>> import functrace.numpy as fnp, numpy as np\n"
                  f"    >>> float(fnp.{name}(np.array([1.0, 3.0, 2.0])))\n"
                  f"    {3.0 if name == 'max' else 1.0}\n")
@@ -177,7 +177,7 @@ amax, amin = max, min
 def _moment(npfn, a, axis, dtype, out, ddof, keepdims, where, mean, correction, finish):
     """Shared body of var and std: numpy eagerly; traced, centre the data and ``finish``
     (``finish(centred, axes, n) -> result`` with ``n`` the divisor)."""
-    if _current.get() is None:
+    if current_trace() is None:
         kw = {}
         if where is not None:
             kw["where"] = where
@@ -232,7 +232,7 @@ def _mean_of(xs, axes):
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
     """numpy.std; computed as a 2-norm of the centred data, so the std of a constant has a
-    zero gradient (not NaN, NUMERICS.md).
+    zero gradient (not NaN, docs/numerics.md).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -247,7 +247,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 
 def _argfn(name, npfn, prim):
     def f(a, axis=None, out=None, *, keepdims=False):
-        if _current.get() is None:
+        if current_trace() is None:
             return npfn(a, axis=axis, out=out, keepdims=keepdims)
         _no_out(out)
         x = asarray_any(a)
@@ -270,7 +270,7 @@ argmin = _argfn("argmin", np.argmin, ops.argmin)
 
 def _scan(name, npfn, prim):
     def f(a, axis=None, dtype=None, out=None):
-        if _current.get() is None:
+        if current_trace() is None:
             return npfn(a, axis=axis, dtype=dtype, out=out)
         _no_out(out)
         x = asarray_any(a)
@@ -293,7 +293,7 @@ cumprod = _scan("cumprod", np.cumprod, ops.cumprod)
 
 def _logical(name, npfn, prim):
     def f(a, axis=None, out=None, keepdims=False, *, where=None):
-        if _current.get() is None:
+        if current_trace() is None:
             kw = {} if where is None else {"where": where}
             return npfn(a, axis=axis, out=out, keepdims=keepdims, **kw)
         _no_out(out)
@@ -322,7 +322,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         >>> float(fnp.average(np.array([1.0, 2.0]), weights=np.array([3.0, 1.0])))
         1.25
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.average(a, axis=axis, weights=weights, returned=returned, keepdims=keepdims)
     if weights is None:
         avg = mean(a, axis=axis, keepdims=keepdims)
@@ -359,7 +359,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
         >>> float(fnp.ptp(np.array([1.0, 4.0, 2.0])))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.ptp(a, axis=axis, out=out, keepdims=keepdims)
     return ops.sub(max(a, axis=axis, keepdims=keepdims), min(a, axis=axis, keepdims=keepdims))
 
@@ -372,7 +372,7 @@ def count_nonzero(a, axis=None, *, keepdims=False):
         >>> int(fnp.count_nonzero(np.array([0.0, 1.0, 2.0])))
         2
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.count_nonzero(a, axis=axis, keepdims=keepdims)
     x = asarray_any(a)
     nz = ops.ne(x, np.zeros((), x.dtype))
@@ -381,7 +381,7 @@ def count_nonzero(a, axis=None, *, keepdims=False):
 
 def _nan_version(name, npfn, base, fill):
     def f(a, axis=None, *args, keepdims=False, **kw):
-        if _current.get() is None:
+        if current_trace() is None:
             return npfn(a, axis, *args, keepdims=keepdims, **kw)
         # numpy's positional order after axis: nansum/nanmean (dtype, out), nanmax (out)
         names = ("dtype", "out") if name in ("nansum", "nanmean") else ("out",)
@@ -432,7 +432,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         >>> float(fnp.median(np.array([3.0, 1.0, 2.0])))
         2.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
                          keepdims=keepdims)
     _no_out(out)
@@ -464,7 +464,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """scipy.special.logsumexp (also ``functrace.scipy.special.logsumexp``).
 
-    Stable for large values; all -inf gives -inf with a zero gradient (NUMERICS.md).
+    Stable for large values; all -inf gives -inf with a zero gradient (docs/numerics.md).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -481,11 +481,11 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         x = add(x, log(b))
         dt = x.dtype
     axes = normalize_axes(axis, x.ndim)
-    if _current.get() is None:
+    if current_trace() is None:
         y = ops.reduce.logsumexp_p.impl(np.asarray(x), axes=axes)
     else:
         y = ops.logsumexp(x, axes)
     if keepdims:
         shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
-        return np.reshape(y, shape) if _current.get() is None else ops.reshape(y, shape)
+        return np.reshape(y, shape) if current_trace() is None else ops.reshape(y, shape)
     return y

@@ -1,7 +1,8 @@
-"""Shape functions of functrace.numpy: reshape, transpose, concatenate, stack, split, pad, ...
+"""Shape functions of functrace.numpy: reshape, transpose, tile, pad, flip, triu, diag, ...
 
 Each one runs numpy eagerly outside a transform and lowers to the shape ops inside one (all
-static: shapes are known at trace time). Joining functions promote dtypes as numpy does.
+static: shapes are known at trace time). Joining and splitting arrays (concatenate, stack,
+split, ...) is ``_joining``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ import operator
 import numpy as np
 
 from .. import ops
-from ..tracing import Tracer, _current
-from ._core import asarray_any, cast, dtype_key, normalize_axes, normalize_axis
+from ..tracing import Tracer, current_trace
+from ._core import asarray_any, normalize_axes, normalize_axis
 
 __all__ = ["reshape", "ravel", "transpose", "moveaxis", "swapaxes", "expand_dims", "squeeze",
-           "broadcast_to", "broadcast_arrays", "concatenate", "stack", "hstack", "vstack",
-           "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit", "tile",
-           "repeat", "pad", "flip", "fliplr", "flipud", "roll", "rot90", "triu", "tril",
-           "diag", "diagonal", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "shape",
-           "ndim", "size", "copy", "sort", "argsort", "append"]
+           "broadcast_to", "broadcast_arrays", "tile", "repeat", "pad", "flip", "fliplr",
+           "flipud", "roll", "rot90", "triu", "tril", "diag", "diagonal", "trace", "atleast_1d",
+           "atleast_2d", "atleast_3d", "shape", "ndim", "size", "copy", "sort", "argsort"]
 
 
 def _resolve_shape(newshape, size):
@@ -50,7 +49,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         (2, 3)
     """
     shape = newshape if shape is None else shape
-    if _current.get() is None:
+    if current_trace() is None:
         return np.reshape(a, shape, order=order)
     if order != "C":
         raise NotImplementedError(f"only order='C' reshapes are traceable, not order={order!r}; "
@@ -68,7 +67,7 @@ def ravel(a, order="C"):
         >>> fnp.ravel(np.ones((2, 2))).shape
         (4,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.ravel(a, order=order)
     x = asarray_any(a)
     return ops.reshape(x, (x.size,))
@@ -82,7 +81,7 @@ def transpose(a, axes=None):
         >>> fnp.transpose(np.ones((2, 3))).shape
         (3, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.transpose(a, axes)
     x = asarray_any(a)
     if axes is None:
@@ -109,7 +108,7 @@ def moveaxis(a, source, destination):
         >>> fnp.moveaxis(np.ones((2, 3, 4)), 0, -1).shape
         (3, 4, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.moveaxis(a, source, destination)
     x = asarray_any(a)
     src = [normalize_axis(s, x.ndim) for s in np.atleast_1d(source)]
@@ -128,7 +127,7 @@ def swapaxes(a, axis1, axis2):
         >>> fnp.swapaxes(np.ones((2, 3)), 0, 1).shape
         (3, 2)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.swapaxes(a, axis1, axis2)
     x = asarray_any(a)
     perm = list(range(x.ndim))
@@ -145,7 +144,7 @@ def expand_dims(a, axis):
         >>> fnp.expand_dims(np.ones(3), 0).shape
         (1, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.expand_dims(a, axis)
     x = asarray_any(a)
     axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
@@ -164,7 +163,7 @@ def squeeze(a, axis=None):
         >>> fnp.squeeze(np.ones((1, 3, 1))).shape
         (3,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.squeeze(a, axis)
     x = asarray_any(a)
     if axis is None:
@@ -186,7 +185,7 @@ def broadcast_to(array, shape, subok=False):
         >>> fnp.broadcast_to(np.ones(3), (2, 3)).shape
         (2, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.broadcast_to(array, shape, subok=subok)
     x = asarray_any(array)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
@@ -204,193 +203,11 @@ def broadcast_arrays(*args):
         >>> [a.shape for a in fnp.broadcast_arrays(np.ones(3), np.ones((2, 1)))]
         [(2, 3), (2, 3)]
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.broadcast_arrays(*args)
     xs = [asarray_any(a) for a in args]
     shape = np.broadcast_shapes(*[x.shape for x in xs])
     return tuple(ops.broadcast_to_shape(x, shape) for x in xs)
-
-
-def _common(xs, dtype=None):
-    dt = np.dtype(dtype) if dtype is not None else np.result_type(*[dtype_key(x) for x in xs])
-    return [cast(x, dt) for x in xs]
-
-
-def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    """numpy.concatenate.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.concatenate([np.ones(2), np.zeros(1)])
-        array([1., 1., 0.])
-    """
-    if _current.get() is None:
-        return np.concatenate(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
-    xs = _common([asarray_any(a) for a in arrays], dtype)
-    if axis is None:
-        xs = [ops.reshape(x, (x.size,)) for x in xs]
-        axis = 0
-    nd = xs[0].ndim
-    if nd == 0:
-        raise ValueError("zero-dimensional arrays cannot be concatenated")
-    ax = normalize_axis(axis, nd)
-    xs = [x if isinstance(x, Tracer) else np.asarray(x) for x in xs]
-    return ops.concatenate(xs, ax)
-
-
-def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    """numpy.stack.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.stack([np.ones(2), np.zeros(2)]).shape
-        (2, 2)
-    """
-    if _current.get() is None:
-        return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
-    xs = _common([asarray_any(a) for a in arrays], dtype)
-    shapes = {x.shape for x in xs}
-    if len(shapes) != 1:
-        raise ValueError("all input arrays must have the same shape, got "
-                         f"{', '.join(str(x.shape) for x in xs)}")
-    ax = normalize_axis(axis, xs[0].ndim + 1)
-    return ops.concatenate([expand_dims(x, ax) for x in xs], ax)
-
-
-def hstack(tup, *, dtype=None, casting="same_kind"):
-    """numpy.hstack.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.hstack([np.ones(2), np.zeros(1)]).shape
-        (3,)
-    """
-    if _current.get() is None:
-        return np.hstack(tup, dtype=dtype, casting=casting)
-    xs = [atleast_1d(a) for a in tup]
-    return concatenate(xs, 0 if xs[0].ndim == 1 else 1, dtype=dtype)
-
-
-def vstack(tup, *, dtype=None, casting="same_kind"):
-    """numpy.vstack.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.vstack([np.ones(2), np.zeros(2)]).shape
-        (2, 2)
-    """
-    if _current.get() is None:
-        return np.vstack(tup, dtype=dtype, casting=casting)
-    return concatenate([atleast_2d(a) for a in tup], 0, dtype=dtype)
-
-
-def dstack(tup):
-    """numpy.dstack.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.dstack([np.ones(2), np.zeros(2)]).shape
-        (1, 2, 2)
-    """
-    if _current.get() is None:
-        return np.dstack(tup)
-    return concatenate([atleast_3d(a) for a in tup], 2)
-
-
-def column_stack(tup):
-    """numpy.column_stack.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.column_stack([np.ones(2), np.zeros(2)]).shape
-        (2, 2)
-    """
-    if _current.get() is None:
-        return np.column_stack(tup)
-    xs = [asarray_any(a) for a in tup]
-    xs = [ops.reshape(x, (x.size, 1)) if x.ndim < 2 else x for x in xs]
-    return concatenate(xs, 1)
-
-
-def _split_points(n, indices_or_sections, strict):
-    if isinstance(indices_or_sections, int | np.integer):
-        k = int(indices_or_sections)
-        if k <= 0:
-            raise ValueError("number sections must be larger than 0.")
-        if strict and n % k:
-            raise ValueError("array split does not result in an equal division")
-        q, r = divmod(n, k)
-        sizes = [q + 1] * r + [q] * (k - r)
-        pts = np.cumsum([0] + sizes)
-        return list(zip(pts[:-1], pts[1:]))
-    idx = [0] + [builtins.min(builtins.max(int(i) if i >= 0 else n + int(i), 0), n)
-                 for i in indices_or_sections] + [n]
-    return [(a, builtins.max(a, b)) for a, b in zip(idx[:-1], idx[1:])]
-
-
-def _split(a, indices_or_sections, axis, strict):
-    x = asarray_any(a)
-    ax = normalize_axis(axis, x.ndim)
-    out = []
-    for lo, hi in _split_points(x.shape[ax], indices_or_sections, strict):
-        start = [0] * x.ndim
-        lim = list(x.shape)
-        start[ax], lim[ax] = int(lo), int(hi)
-        out.append(ops.slice_op(x, start, lim))
-    return out
-
-
-def split(ary, indices_or_sections, axis=0):
-    """numpy.split.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> [p.shape for p in fnp.split(np.ones(4), 2)]
-        [(2,), (2,)]
-    """
-    if _current.get() is None:
-        return np.split(ary, indices_or_sections, axis)
-    return _split(ary, indices_or_sections, axis, True)
-
-
-def array_split(ary, indices_or_sections, axis=0):
-    """numpy.array_split.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> [p.shape for p in fnp.array_split(np.ones(5), 2)]
-        [(3,), (2,)]
-    """
-    if _current.get() is None:
-        return np.array_split(ary, indices_or_sections, axis)
-    return _split(ary, indices_or_sections, axis, False)
-
-
-def hsplit(ary, indices_or_sections):
-    """numpy.hsplit.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> len(fnp.hsplit(np.ones((2, 4)), 2))
-        2
-    """
-    if _current.get() is None:
-        return np.hsplit(ary, indices_or_sections)
-    x = asarray_any(ary)
-    return _split(x, indices_or_sections, 1 if x.ndim > 1 else 0, True)
-
-
-def vsplit(ary, indices_or_sections):
-    """numpy.vsplit.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> len(fnp.vsplit(np.ones((4, 2)), 2))
-        2
-    """
-    if _current.get() is None:
-        return np.vsplit(ary, indices_or_sections)
-    return _split(ary, indices_or_sections, 0, True)
 
 
 def tile(A, reps):
@@ -401,7 +218,7 @@ def tile(A, reps):
         >>> fnp.tile(np.array([1.0, 2.0]), 2)
         array([1., 2., 1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.tile(A, reps)
     x = asarray_any(A)
     reps = (reps,) if isinstance(reps, int | np.integer) else tuple(reps)
@@ -426,7 +243,7 @@ def repeat(a, repeats, axis=None):
         >>> fnp.repeat(np.array([1.0, 2.0]), 2)
         array([1., 1., 2., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.repeat(a, repeats, axis)
     x = asarray_any(a)
     if axis is None:
@@ -453,7 +270,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
         >>> fnp.pad(np.array([1.0, 2.0]), 1)
         array([0., 1., 2., 0.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.pad(array, pad_width, mode=mode, **kwargs)
     x = asarray_any(array)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
@@ -491,7 +308,7 @@ def flip(m, axis=None):
         >>> fnp.flip(np.array([1.0, 2.0]))
         array([2., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.flip(m, axis)
     x = asarray_any(m)
     return ops.rev(x, normalize_axes(axis, x.ndim))
@@ -505,7 +322,7 @@ def fliplr(m):
         >>> fnp.fliplr(np.eye(2))[0]
         array([0., 1.])
     """
-    return flip(m, 1) if _current.get() is not None else np.fliplr(m)
+    return flip(m, 1) if current_trace() is not None else np.fliplr(m)
 
 
 def flipud(m):
@@ -516,7 +333,7 @@ def flipud(m):
         >>> fnp.flipud(np.eye(2))[0]
         array([0., 1.])
     """
-    return flip(m, 0) if _current.get() is not None else np.flipud(m)
+    return flip(m, 0) if current_trace() is not None else np.flipud(m)
 
 
 def roll(a, shift, axis=None):
@@ -527,7 +344,7 @@ def roll(a, shift, axis=None):
         >>> fnp.roll(np.array([1.0, 2.0, 3.0]), 1)
         array([3., 1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.roll(a, shift, axis)
     x = asarray_any(a)
     if axis is None:
@@ -559,7 +376,7 @@ def rot90(m, k=1, axes=(0, 1)):
         >>> fnp.rot90(np.array([[1.0, 2.0], [3.0, 4.0]]))[0]
         array([2., 4.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.rot90(m, k, axes)
     x = asarray_any(m)
     a0, a1 = (normalize_axis(a, x.ndim) for a in axes)
@@ -601,7 +418,7 @@ def triu(m, k=0):
         array([[1., 1.],
                [0., 1.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.triu(m, k)
     return _tri_apply(m, k, False)
 
@@ -615,7 +432,7 @@ def tril(m, k=0):
         array([[1., 0.],
                [1., 1.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.tril(m, k)
     return _tri_apply(m, k, True)
 
@@ -628,7 +445,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
         >>> fnp.diagonal(np.arange(4.0).reshape(2, 2))
         array([0., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.diagonal(a, offset, axis1, axis2)
     x = asarray_any(a)
     a1, a2 = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
@@ -654,7 +471,7 @@ def diag(v, k=0):
         array([[1., 0.],
                [0., 2.]])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.diag(v, k)
     x = asarray_any(v)
     if x.ndim == 2:
@@ -676,7 +493,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
         >>> float(fnp.trace(np.eye(3)))
         3.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.trace(a, offset, axis1, axis2, dtype, out)
     from ._reductions import sum as fsum
     return fsum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
@@ -690,7 +507,7 @@ def atleast_1d(*arys):
         >>> fnp.atleast_1d(1.0).shape
         (1,)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.atleast_1d(*arys)
     res = [asarray_any(a) for a in arys]
     res = [ops.reshape(x, (1,)) if x.ndim == 0 else x for x in res]
@@ -705,7 +522,7 @@ def atleast_2d(*arys):
         >>> fnp.atleast_2d(np.ones(3)).shape
         (1, 3)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.atleast_2d(*arys)
     res = []
     for a in arys:
@@ -722,7 +539,7 @@ def atleast_3d(*arys):
         >>> fnp.atleast_3d(np.ones(3)).shape
         (1, 3, 1)
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.atleast_3d(*arys)
     res = []
     for a in arys:
@@ -780,7 +597,7 @@ def copy(a, order="K", subok=False):
         >>> fnp.copy(np.ones(2))
         array([1., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.copy(a, order=order, subok=subok)
     return asarray_any(a)
 
@@ -793,7 +610,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
         >>> fnp.sort(np.array([3.0, 1.0, 2.0]))
         array([1., 2., 3.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     x = asarray_any(a)
     if axis is None:
@@ -809,26 +626,9 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
         >>> fnp.argsort(np.array([3.0, 1.0, 2.0]))
         array([1, 2, 0])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.argsort(a, axis=axis, kind=kind, order=order, stable=stable)
     x = asarray_any(a)
     if axis is None:
         x, axis = ops.reshape(x, (x.size,)), 0
     return ops.sort(x, normalize_axis(axis, x.ndim))[1]
-
-
-def append(arr, values, axis=None):
-    """numpy.append.
-
-    Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.append(np.array([1.0]), 2.0)
-        array([1., 2.])
-    """
-    if _current.get() is None:
-        return np.append(arr, values, axis)
-    x, v = asarray_any(arr), asarray_any(values)
-    if axis is None:
-        return concatenate([ravel(x), ravel(v)])
-    return concatenate([x, v], axis)
-

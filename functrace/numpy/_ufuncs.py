@@ -12,7 +12,7 @@ import builtins
 import numpy as np
 
 from .. import ops
-from ..tracing import Tracer, _current
+from ..tracing import Tracer, current_trace
 from ._core import (
     asarray_any,
     broadcast_all,
@@ -38,7 +38,7 @@ def _make(name, uf, prim):
         return types
 
     def f(*args, **kwargs):
-        if _current.get() is None:
+        if current_trace() is None:
             return uf(*args, **kwargs)
         if not kwargs:
             n = len(args)
@@ -249,7 +249,7 @@ def power(x1, x2, /, **kwargs):
         >>> float(fnp.power(3.0, 2))
         9.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.power(x1, x2, **kwargs)
     if (not kwargs and isinstance(x2, int | float) and not isinstance(x2, bool)
             and float(x2).is_integer() and builtins.abs(x2) <= 64):
@@ -271,7 +271,7 @@ def where(condition, x=None, y=None, /):
         >>> fnp.where(np.array([True, False]), 1.0, 2.0)
         array([1., 2.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.where(condition) if x is None and y is None else np.where(condition, x, y)
     if x is None and y is None:
         from ._indexing import nonzero
@@ -288,7 +288,7 @@ def where(condition, x=None, y=None, /):
 
 
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
-    """numpy.clip; the gradient is 1 on the closed interval [a_min, a_max] (NUMERICS.md).
+    """numpy.clip; the gradient is 1 on the closed interval [a_min, a_max] (docs/numerics.md).
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -300,7 +300,7 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
             raise TypeError("clip: pass a_min/a_max or min/max, not both")
         a_min = a_min if min is None else min
         a_max = a_max if max is None else max
-    if _current.get() is None:
+    if current_trace() is None:
         return np.clip(a, a_min, a_max, out=out, **kwargs)
     if out is not None or kwargs:
         raise TypeError("clip: out= and ufunc keywords are not supported on traced arrays")
@@ -323,7 +323,7 @@ def sinc(x, /):
         >>> float(fnp.sinc(0.0))
         1.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.sinc(x)
     x = asarray_any(x)
     return ops.sinc(cast(x, result_dtype_like_numpy(np.sinc, x.dtype)))   # ints: float64
@@ -337,7 +337,7 @@ def round(a, decimals=0, out=None):
         >>> float(fnp.round(2.5))
         2.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.round(a, decimals, out)
     a = asarray_any(a)
     decimals = int(decimals)
@@ -371,7 +371,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
         >>> fnp.nan_to_num(np.array([np.nan, 1.0]))
         array([0., 1.])
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.nan_to_num(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
     x = asarray_any(x)
     if x.dtype.kind == "c":   # numpy: the real and imaginary parts separately
@@ -398,7 +398,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         >>> bool(fnp.isclose(1.0, 1.0 + 1e-9))
         True
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     a, b = asarray_any(a), asarray_any(b)
     dt = weak_result_type(a, b, 1.0)   # numpy's: result_type(y, 1.) (ints: float64)
@@ -419,7 +419,7 @@ def real(val):
         >>> float(fnp.real(1 + 2j))
         1.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.real(val)
     v = asarray_any(val)
     return ops.real(v) if v.dtype.kind == "c" else v
@@ -433,7 +433,7 @@ def imag(val):
         >>> float(fnp.imag(1 + 2j))
         2.0
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.imag(val)
     v = asarray_any(val)
     if v.dtype.kind == "c":
@@ -449,7 +449,7 @@ def angle(z, deg=False):
         >>> float(fnp.angle(1j))
         1.5707963267948966
     """
-    if _current.get() is None:
+    if current_trace() is None:
         return np.angle(z, deg)
     z = asarray_any(z)
     if z.dtype.kind == "c":

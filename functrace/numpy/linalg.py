@@ -17,7 +17,7 @@ Choices worth knowing (docs/numerics.md):
   (JAX's default), whose gradient is Hermitian.
 * The 2-norm / Frobenius norm uses the ``l2norm`` op: its gradient at the zero vector is 0.
 * Degenerate eigenvalues / singular values: a function of the values alone has a finite
-  gradient (NUMERICS.md).
+  gradient (docs/numerics.md).
 * Traced ``svd(full_matrices=True)`` works for square matrices only (where it equals the
   reduced SVD); traced ``qr`` supports modes 'reduced', 'r' and ('complete' when M <= N).
 """
@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import linalg as _lops
-from ..tracing import Tracer, _current
+from ..tracing import Tracer, current_trace
 from ._core import asarray_any, cast, normalize_axis
 
 __all__ = ["EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky",
@@ -65,7 +65,7 @@ _NoValue = getattr(np, "_NoValue", None)
 
 
 def _traced() -> bool:
-    return _current.get() is not None
+    return current_trace() is not None
 
 
 def _common_dtype(*xs) -> np.dtype:
@@ -690,7 +690,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     2-d input with ``axis=None``): None/'fro' (Frobenius), 'nuc' (sum of singular values), 2 /
     -2 (largest / smallest singular value), 1 / -1 (max / min column sum), inf / -inf (max / min
     row sum). The 2-norm and Frobenius norm use the ``l2norm`` op, whose gradient at the zero
-    vector is 0 (NUMERICS.md); max/min orders split the gradient evenly between ties.
+    vector is 0 (docs/numerics.md); max/min orders split the gradient evenly between ties.
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
