@@ -45,6 +45,7 @@ import functrace as ft
 import functrace.numpy as fnp
 
 QUICK = False
+ROUNDS = 9
 
 
 def check(name, got, want, rtol=1e-10):
@@ -57,7 +58,7 @@ ROWS = []
 def run(name, ft_fn, ag_fn, args, rtol=1e-10, flat=lambda r: [r]):
     check(name, flat(ft_fn(*args)), flat(ag_fn(*args)), rtol)
     med = interleaved({"functrace": lambda: ft_fn(*args), "autograd": lambda: ag_fn(*args)},
-                      rounds=3 if QUICK else 9)
+                      rounds=3 if QUICK else ROUNDS)
     ROWS.append((name, med["functrace"], med["autograd"]))
 
 
@@ -115,12 +116,15 @@ def rosen(m):
 
 
 def main():
-    global QUICK
+    global QUICK, ROUNDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
+                    help="interleaved rounds per workload (more: steadier medians on a busy "
+                         "machine)")
     ap.add_argument("--only", default="")
     a = ap.parse_args()
-    QUICK = a.quick
+    QUICK, ROUNDS = a.quick, a.rounds
     only = set(a.only.split(",")) - {""}
     rng = np.random.default_rng(0)
 
