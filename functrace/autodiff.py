@@ -35,7 +35,8 @@ from .tracing import CURRENT_TRACE as _current
 from .tracing import SOURCE_OVERRIDE as _source_override
 from .tracing import Trace, Tracer, source_line
 
-__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to"]
+__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to",
+           "CustomVjpRule", "CustomJvpRule"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -349,7 +350,7 @@ checkpoint_p.vjp = _checkpoint_vjp
 checkpoint_p.jvp = _checkpoint_jvp
 
 
-class _Rule:
+class CustomVjpRule:
     """A user's custom_vjp (fwd, bwd) pair, hashable by identity (a graph param).
 
     ``fwd`` is traced lazily, only when the call is differentiated, so that ``fwd`` may call
@@ -453,7 +454,7 @@ def trace_custom_vjp(fun, fwd, bwd, args):
     """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
     from . import tree_util
     leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_vjp")
-    rule = _Rule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    rule = CustomVjpRule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
     outs = bind(custom_vjp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))
 
@@ -463,7 +464,7 @@ def trace_custom_vjp(fun, fwd, bwd, args):
 # tangent map t -> rule(x, t) with the ordinary vjp machinery
 # --------------------------------------------------------------------------------------------
 
-class _JvpRule:
+class CustomJvpRule:
     """A user's custom_jvp rule, hashable by identity (a graph param)."""
 
     __slots__ = ("jvp", "in_tree", "out_tree", "name")
@@ -537,6 +538,6 @@ def trace_custom_jvp(fun, jvp_rule, args):
     """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure."""
     from . import tree_util
     leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_jvp")
-    rule = _JvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    rule = CustomJvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
     outs = bind(custom_jvp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))

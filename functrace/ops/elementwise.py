@@ -27,7 +27,6 @@ from ..core import AVal, Op
 from ..tracing import bind, cotangent_wanted
 from . import scalar_code as sc
 from ._base import as_array, dtype_of, lit, same_dtype_shape
-from .batch_rules import attach
 
 # --------------------------------------------------------------------------------------------
 # op-level functions (defined before the rules that use them)
@@ -162,7 +161,7 @@ def elementwise_op(name: str, impl: Callable, nin: int = 1, *, scalar=None, cpu=
             batch_family="elementwise", module=module, **traits)
     if derivative is not None:
         smooth_rules(op, derivative, nin, coerce=not module.startswith("functrace"))
-    return attach(op)
+    return op
 
 
 def _to_bool(_):
