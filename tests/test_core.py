@@ -114,7 +114,7 @@ def test_simplify_does_not_drop_x_times_zero_for_traced_x():
 
 
 def test_simplify_keeps_every_result_bit_for_bit():
-    # issue 14: only rewrites exact for every input, signed zeros and overflow included
+    # only rewrites exact for every input, signed zeros and overflow included
     x = np.array([-0.0, 0.0, 1e308, -2.5, np.inf])
     cases = {
         "x + 0.0": (lambda x: [ops.add(x, 0.0)], False),      # -0.0 + 0.0 is +0.0
