@@ -2,17 +2,19 @@
 
 Owns the interpreter that pushes a batch dimension through a graph, and the batch rules of the
 sub-graph ops declared below it (``checkpoint``, ``custom_jvp_call``, ``custom_vjp_call``: their
-rules batch the sub-graph, so they need this transform). Every other op's rule is attached at
-its declaration (``ops.batch_rules``: the families; shape, dot and indexing ops declare their
-own). Imports core, tracing, ops and autodiff; never the API layer or a backend.
+rules batch the sub-graph, so they need this transform). Every other op's rule comes from
+its declaration: an ``op.batch`` of its own (shape, dot and indexing ops), or a
+``batch_family`` whose rule ``ops.batch_rules.rule_for`` builds. Imports core, tracing, ops and
+autodiff; never the API layer or a backend.
 
 A batch rule has the signature ``rule(args, dims, **params) -> (outs, out_dims)``: ``args`` are
 values in the current trace, ``dims[i]`` is the batch axis of ``args[i]`` or ``None`` (not
 batched). Rules emit *batched ops*, never a Python loop over the batch: an op without a rule
 is an error that names it (MissingRuleError), not a silent per-example fallback.
 
-Rules are attached once: at declaration (``Op.batch``, or the ``batch_family`` rule), or, for
-the sub-graph ops, when this module is imported.
+Rules are found through ``rule_for(op)``: the declaration's own ``Op.batch``, or its
+``batch_family``'s rule (built on first use), or, for the sub-graph ops, the rule this module
+attaches when imported.
 """
 
 from __future__ import annotations
