@@ -292,7 +292,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                     f"({av.dtype}): its imaginary part would be dropped. Fix: pass a real "
                     f"cotangent (or make the output complex) ({where()})")
             if not isinstance(c, Tracer):
-                c = _ops._base.as_array(c, dtype=av.dtype)
+                c = _ops.as_array(c, dtype=av.dtype)
             cts.append(c)
         gr = trace.pullback(list(zip(out_leaves, cts)), ins)
         if current_trace() is None:

@@ -18,7 +18,8 @@ How the backward pass works:
   reached. A cotangent of a 0-d operand of an elementwise op is summed to 0-d here, the one
   place that un-broadcasts.
 * The rules reference only the forward values they need, and the interpreters free each value
-  after its last use, so only those values stay alive (the seed's GetBackwardDependency).
+  after its last use, so only those values stay alive (MXNet's DeclareBackwardDependency, found
+  here by tracing the rule once: ``rule_dependency``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from .tracing import CURRENT_TRACE as _current
 from .tracing import SOURCE_OVERRIDE as _source_override
 from .tracing import Trace, Tracer, source_line
 
-__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to"]
+__all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to",
+           "CustomVjpRule", "CustomJvpRule"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -247,7 +249,7 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
 
 
 # --------------------------------------------------------------------------------------------
-# Which forward values a vjp rule reads (the seed's GetBackwardDependency)
+# Which forward values a vjp rule reads (MXNet's DeclareBackwardDependency, found by tracing)
 # --------------------------------------------------------------------------------------------
 
 # (op, params, operand types or literals, output types, active) -> (save_in, save_out): small
@@ -349,7 +351,7 @@ checkpoint_p.vjp = _checkpoint_vjp
 checkpoint_p.jvp = _checkpoint_jvp
 
 
-class _Rule:
+class CustomVjpRule:
     """A user's custom_vjp (fwd, bwd) pair, hashable by identity (a graph param).
 
     ``fwd`` is traced lazily, only when the call is differentiated, so that ``fwd`` may call
@@ -453,7 +455,7 @@ def trace_custom_vjp(fun, fwd, bwd, args):
     """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
     from . import tree_util
     leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_vjp")
-    rule = _Rule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    rule = CustomVjpRule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
     outs = bind(custom_vjp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))
 
@@ -463,7 +465,7 @@ def trace_custom_vjp(fun, fwd, bwd, args):
 # tangent map t -> rule(x, t) with the ordinary vjp machinery
 # --------------------------------------------------------------------------------------------
 
-class _JvpRule:
+class CustomJvpRule:
     """A user's custom_jvp rule, hashable by identity (a graph param)."""
 
     __slots__ = ("jvp", "in_tree", "out_tree", "name")
@@ -537,6 +539,6 @@ def trace_custom_jvp(fun, jvp_rule, args):
     """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure."""
     from . import tree_util
     leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_jvp")
-    rule = _JvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    rule = CustomJvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
     outs = bind(custom_jvp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))

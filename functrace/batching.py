@@ -2,17 +2,19 @@
 
 Owns the interpreter that pushes a batch dimension through a graph, and the batch rules of the
 sub-graph ops declared below it (``checkpoint``, ``custom_jvp_call``, ``custom_vjp_call``: their
-rules batch the sub-graph, so they need this transform). Every other op's rule is attached at
-its declaration (``ops.batch_rules``: the families; shape, dot and indexing ops declare their
-own). Imports core, tracing, ops and autodiff; never the API layer or a backend.
+rules batch the sub-graph, so they need this transform). Every other op's rule comes from
+its declaration: an ``op.batch`` of its own (shape, dot and indexing ops), or a
+``batch_family`` whose rule ``ops.batch_rules.rule_for`` builds. Imports core, tracing, ops and
+autodiff; never the API layer or a backend.
 
 A batch rule has the signature ``rule(args, dims, **params) -> (outs, out_dims)``: ``args`` are
 values in the current trace, ``dims[i]`` is the batch axis of ``args[i]`` or ``None`` (not
 batched). Rules emit *batched ops*, never a Python loop over the batch: an op without a rule
 is an error that names it (MissingRuleError), not a silent per-example fallback.
 
-Rules are attached once: at declaration (``Op.batch``, or the ``batch_family`` rule), or, for
-the sub-graph ops, when this module is imported.
+Rules are found through ``rule_for(op)``: the declaration's own ``Op.batch``, or its
+``batch_family``'s rule (built on first use), or, for the sub-graph ops, the rule this module
+attaches when imported.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .autodiff import CustomJvpRule, CustomVjpRule, zeros_like
 from .core import AVal, Graph, Lit, Var
 from .errors import MissingRuleError
-from .ops.batch_rules import bdim_to_front, moveaxis, size_of
+from .ops.batch_rules import bdim_to_front, moveaxis, rule_for, size_of
 from .ops.control import checkpoint_p, custom_jvp_call_p, custom_vjp_call_p
 from .tracing import SOURCE_OVERRIDE as _source_override
 from .tracing import Tracer, bind, source_line, trace_to_graph
@@ -68,7 +71,6 @@ def _vmapped(fn, size):
 
 def _custom_jvp_batch(args, dims, *, fun_graph, rule):
     from . import tree_util
-    from .autodiff import _JvpRule
     size = size_of(args, dims)
     new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
     n = len(new)
@@ -85,7 +87,7 @@ def _custom_jvp_batch(args, dims, *, fun_graph, rule):
         k = rule.out_tree.num_leaves
         return (tree_util.tree_unflatten(rule.out_tree, leaves[:k]),
                 tree_util.tree_unflatten(rule.out_tree, leaves[k:]))
-    new_rule = _JvpRule(jvp_b, rule.in_tree, rule.out_tree, rule.name)
+    new_rule = CustomJvpRule(jvp_b, rule.in_tree, rule.out_tree, rule.name)
     bg = batch_graph(fun_graph, [0] * n, size)
     out = bind(custom_jvp_call_p, *new, fun_graph=bg, rule=new_rule)
     return out, (0,) * len(out)
@@ -93,7 +95,6 @@ def _custom_jvp_batch(args, dims, *, fun_graph, rule):
 
 def _custom_vjp_batch(args, dims, *, fun_graph, rule):
     from . import tree_util
-    from .autodiff import _Rule, zeros_like
     size = size_of(args, dims)
     new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
     box = {}
@@ -141,7 +142,7 @@ def _custom_vjp_batch(args, dims, *, fun_graph, rule):
             off += k
         return tuple(out)
 
-    new_rule = _Rule(fwd, bwd, rule.in_tree, rule.out_tree, rule.name)
+    new_rule = CustomVjpRule(fwd, bwd, rule.in_tree, rule.out_tree, rule.name)
     bg = batch_graph(fun_graph, [0] * len(new), size)
     out = bind(custom_vjp_call_p, *new, fun_graph=bg, rule=new_rule)
     return out, (0,) * len(out)
@@ -193,12 +194,13 @@ def batch_graph(g: Graph, in_dims: Sequence[int | None], axis_size: int,
                     outs = out if e.op.multiple_results else (out,)
                     odims = (None,) * len(outs)
                 else:
-                    if e.op.batch is None:
+                    rule = rule_for(e.op)
+                    if rule is None:
                         raise MissingRuleError(
                             f"vmap: {e.op.name} has no batching rule (recorded at "
                             f"{source_line(e.source)}); functrace never falls back to a "
                             "per-example loop")
-                    outs, odims = e.op.batch(list(vals), list(dims), **e.params)
+                    outs, odims = rule(list(vals), list(dims), **e.params)
             finally:
                 if tok is not None:
                     _source_override.reset(tok)

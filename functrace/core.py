@@ -398,7 +398,8 @@ class Op:
         jvp: forward rule ``(primals, tangents, outputs, **params) -> tangents_out`` (tangent
             None means symbolic zero).
         batch: batching rule ``(args, dims, **params) -> (outs, out_dims)``; None: the rule of
-            ``batch_family`` (``batching.py``), built once per op.
+            ``batch_family``, which ``ops.batch_rules.rule_for`` builds on first use and keeps
+            here (the transforms ask ``rule_for(op)``, never read this field directly).
         batch_family: ``"elementwise"``, ``"axes"`` (the params ``batch_axes`` names axes of
             the single operand), ``"leading"`` (any leading batch axes are accepted).
         batch_axes: the param that holds axes, for the ``"axes"`` family.

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import tree_util
 from .core import on_device
-from .ops._base import namespace_of
+from .ops import namespace_of
 
 __all__ = ["device_put", "device_get", "array_module", "is_device_array"]
 

@@ -31,7 +31,7 @@ from .autodiff import jvp_graph
 from .batching import bdim_to_front, moveaxis
 from .core import AVal
 from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
-from .ops._base import as_array
+from .ops import as_array
 from .passes.simplify import optimize
 from .running import (
     call_traced,

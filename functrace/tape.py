@@ -44,6 +44,7 @@ from . import ops
 from .autodiff import fit_to, rule_dependency, zeros_like
 from .core import AVal, Params, SourceInfo, Var
 from .errors import PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
+from .ops.batch_rules import rule_for
 from .tracing import (
     COTANGENTS_WANTED,
     CURRENT_TRACE,
@@ -175,7 +176,7 @@ def zeros_of(like):
     fresh (writable) numpy array."""
     if isinstance(like, Tracer):
         return zeros_like(like.aval)
-    return ops._base.namespace_of(like).zeros(like.shape, like.dtype)
+    return ops.namespace_of(like).zeros(like.shape, like.dtype)
 
 
 def _fit(ct, like, op_name: str):
@@ -617,7 +618,7 @@ class BatchTrace(Trace):
         parent = self.parent
         if dims is None:
             return _bind_in(parent, op, vals, params)
-        rule = op.batch
+        rule = rule_for(op)
         if rule is None:
             raise MissingRuleError(
                 f"vmap: {op.name} has no batching rule (called at "

@@ -1,4 +1,4 @@
-"""The CUDA backend under numba's CUDA simulator (issue #7): code generation, launch logic and
+"""The CUDA backend under numba's CUDA simulator: code generation, launch logic and
 the executor's dispatch over the fusion plan, against the reference interpreter.
 
 Run by ``tests/test_cuda_sim.py`` in its own pytest process: ``NUMBA_ENABLE_CUDASIM=1`` must
@@ -879,7 +879,7 @@ def test_cuda_graphs_are_off_by_default_and_with_donation(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
-# IEEE semantics (issue 14): the exact operations bit for bit against numpy, special values
+# IEEE semantics: the exact operations bit for bit against numpy, special values
 # included (tables in tests/ieee_cases.py, shared with tests/test_ieee.py). The simulator runs
 # the kernels' Python source with numpy scalars, so it checks the templates' semantics (signed
 # zeros, NaN rules, the libdevice product helpers) but cannot see an FMA: that NVVM contracts
@@ -932,7 +932,7 @@ def test_ieee_exact_reductions_match_numpy_bit_for_bit(dtype):
     assert not fails, "\n".join(fails)
 
 
-def test_ieee_issue14_multiply_add_and_the_product_source():
+def test_ieee_multiply_add_is_not_an_fma_and_the_product_source_says_so():
     f = ft.jit(lambda a, b: a * 2.0 + b, backend="cuda", eager=True)
     a, b = np.array([1e308, 1e308]), np.array([-np.inf, -1e308])
     got = f(a, b)

@@ -1,4 +1,4 @@
-"""The catalogue of bad inputs (issue #14): what a user gets for each, and what they should get.
+"""The catalogue of bad inputs: what a user gets for each, and what they should get.
 
 Each case is a function that makes one mistake a real user makes; its decorator says which
 exception it should raise (a name from ``EXPECTED``), phrases the message must contain, and
@@ -6,9 +6,9 @@ whether the message must name the user's line (this file, at a line inside the c
 
 ``tests/test_errors.py`` runs every case; the table in ``docs/errors.md`` is generated from
 this file (``python tests/error_cases.py --docs``). Run ``python tests/error_cases.py`` to print
-which cases give a wrong exception type or an unclear message (the before/after count of
-issue #14). The checks here need no functrace class that did not exist when the catalogue
-was written: a case's class is judged by its builtin type and whether it is a FunctraceError.
+which cases give a wrong exception type or an unclear message (a count that should be 0).
+The checks here need no functrace class that did not exist when the catalogue was written: a
+case's class is judged by its builtin type and whether it is a FunctraceError.
 """
 
 from __future__ import annotations

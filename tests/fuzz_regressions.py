@@ -29,7 +29,7 @@ _VIEW_NOTE = ("passes.memory: a numpy view (reshape/transpose/slice/rev) of a po
               "another value. Views now alias their base for liveness (view_bases).")
 
 REGRESSIONS: dict[str, Regression] = {
-    # the issue 14 repro: jit(grad) differed from grad at 4 of 6 entries
+    # jit(grad) differed from grad at 4 of 6 entries: a pooled buffer reused under a live view
     "planner_reshape_transpose_grad": Regression((
         P('float64', ((6,),), (
             S('sin', (0,), ()),

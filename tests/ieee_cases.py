@@ -1,4 +1,4 @@
-"""Operands and op tables for the IEEE differential tests (issue 14: no silent wrong answers),
+"""Operands and op tables for the IEEE differential tests (no silent wrong answers),
 shared by tests/test_ieee.py (numba CPU kernels) and tests/cuda_sim_cases.py (CUDA kernels
 under the simulator).
 
@@ -112,7 +112,7 @@ UNARY = {
 #: several exact operations fused into one kernel: where an FMA (``contract``), a sign-of-zero
 #: rewrite (``nsz``) or a reciprocal (``arcp``) would change the result
 CHAINS = {
-    "a*2+b (issue 14)": lambda a, b, c: a * 2.0 + b,
+    "a*2+b (an FMA would not overflow)": lambda a, b, c: a * 2.0 + b,
     "a*b+c": lambda a, b, c: a * b + c,
     "a*b-c": lambda a, b, c: a * b - c,
     "c-a*b": lambda a, b, c: c - a * b,

@@ -1,4 +1,4 @@
-"""functrace.autograd: the MXNet-style imperative API (issue #6).
+"""functrace.autograd: the MXNet-style imperative API.
 
 One test (or a small group) per behaviour of MXNet's imperative engine: marking, grad_req,
 recording state, backward (head gradients, several heads, retain_graph, create_graph,

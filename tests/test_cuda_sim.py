@@ -1,4 +1,4 @@
-"""The CUDA backend without a GPU (issue #7).
+"""The CUDA backend without a GPU.
 
 * In this process (numba is imported normally by other test files, so numba.cuda must not be
   imported here): code generation, launch configuration, device helpers, packaging, and the
@@ -112,7 +112,7 @@ def test_cuda_kernels_come_from_the_same_fusion_groups_as_the_cpu():
 
 
 def test_a_group_whose_values_are_all_recomputed_is_dropped():
-    # issue 14 (fuzzer): gt(x, x) got a kernel of its own (the CUDA target gives lone cheap
+    # found by the fuzzer: gt(x, x) got a kernel of its own (the CUDA target gives lone cheap
     # ops one), then the later kernel recomputed it; the first kernel wrote nothing and its
     # generated source (an empty loop) did not compile
     def f(x):

@@ -1,4 +1,4 @@
-"""Every bad input in the catalogue raises the documented error (issue #14).
+"""Every bad input in the catalogue raises the documented error.
 
 One test per row of docs/errors.md: the case (tests/error_cases.py) raises its documented
 class, which is also the builtin a numpy user expects and a FunctraceError where the doc says

@@ -1,4 +1,4 @@
-"""The CUDA backend on a real GPU (issue #7): cupy interop, streams, large launches.
+"""The CUDA backend on a real GPU: cupy interop, streams, large launches.
 
 Marked ``gpu``; the whole module skips cleanly without cupy or a GPU (``cupy.is_available()``;
 numba's ``cuda.is_available()`` is True under the simulator, so it is not the test), and under

@@ -1,4 +1,4 @@
-"""Compiled CPU kernels follow numpy's IEEE semantics bit for bit (issue 14: no silent wrong
+"""Compiled CPU kernels follow numpy's IEEE semantics bit for bit (no silent wrong
 answers): no FMA contraction, no sign-of-zero rewrites, no reciprocal approximation.
 
 Differential tests, numba CPU kernels against numpy itself (not a tolerance: the bits), for the
@@ -72,7 +72,7 @@ def compiled(fn, *args, must_fuse=()):
 # the reported case
 # --------------------------------------------------------------------------------------------
 
-def test_issue14_multiply_add_is_not_contracted_to_an_fma():
+def test_multiply_add_is_not_contracted_to_an_fma():
     """``a * 2.0 + b`` gave ``[-inf, 1e308]`` compiled (an FMA keeps ``2e308`` exact inside
     the fused operation); numpy rounds the product to inf first: ``[nan, inf]``."""
     f = ft.jit(lambda a, b: a * 2.0 + b, eager=True)

@@ -130,7 +130,7 @@ def test_lower_gives_graph_source_and_compile():
 def test_backends_and_errors():
     x = np.linspace(0, 1, 4)
     assert np.allclose(ft.jit(fnp.sin, backend="numpy")(x), np.sin(x))
-    try:                      # the CUDA target (issue #7) needs a GPU; without one: a clear error
+    try:                      # the CUDA target needs a GPU; without one: a clear error
         out = ft.jit(fnp.sin, backend="cuda")(x)
         np.testing.assert_allclose(out.get() if hasattr(out, "get") else out, np.sin(x))
     except ft.BackendError as e:

@@ -372,7 +372,7 @@ def test_plan_buffers_keeps_a_base_alive_while_a_view_of_it_is_read():
 
 
 def test_compiled_gradient_through_reshape_and_transpose_views():
-    # issue 14: the pooled sin(u) was overwritten by cos(transpose(...)) while its reshaped
+    # the pooled sin(u) was overwritten by cos(transpose(...)) while its reshaped
     # view was still to be read (4 of 6 gradient entries were wrong)
     f = lambda u: fnp.sum(fnp.sin(fnp.transpose(fnp.reshape(fnp.sin(u), (2, 3)))))  # noqa: E731
     x = np.linspace(-1, 1, 6)
@@ -382,7 +382,7 @@ def test_compiled_gradient_through_reshape_and_transpose_views():
 
 
 def test_maximum_minimum_clip_keep_numpys_signed_zeros_and_nans():
-    # issue 14 (fuzzer): numba's np.maximum/np.minimum return their first operand on ties,
+    # found by the fuzzer: numba's np.maximum/np.minimum return their first operand on ties,
     # numpy's ufuncs the second; numpy.clip keeps x where it equals a (scalar) bound (the
     # kernels carry no fast-math flag, so ``nsz`` cannot pick either zero)
     a = np.array([-0.0, 0.0, -0.0, np.nan, 1.0, 0.0, 2.0, -1.0, 0.0] * 3)
@@ -402,7 +402,7 @@ def test_maximum_minimum_clip_keep_numpys_signed_zeros_and_nans():
 
 
 def test_sums_of_negative_zeros_are_positive_zero_like_numpys():
-    # issue 14 (fuzzer): numpy adds to its identity +0.0, so a sum of -0.0s is +0.0, also
+    # found by the fuzzer: numpy adds to its identity +0.0, so a sum of -0.0s is +0.0, also
     # over extent-1 axes (a kernel used the value itself) and over no axis at all (traced
     # fnp.sum returned x); gradients of 1-element sums showed it as -0.0 vs 0.0
     x = np.array([[-0.0], [1.0], [-0.0]])

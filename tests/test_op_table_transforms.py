@@ -1,4 +1,4 @@
-"""Forward mode and vmap over the OpCase table (issue #4).
+"""Forward mode and vmap over the OpCase table.
 
 * jvp: for every differentiable float64 row, ``ft.jvp`` against central differences, and
   <u, J v> computed by jvp and by vjp (higher orders: tests/test_forward.py).

@@ -1,4 +1,4 @@
-"""No silent wrong answers (issue #14): guarded Symbols, tracer conversions, fresh Python per
+"""No silent wrong answers: guarded Symbols, tracer conversions, fresh Python per
 un-jitted call. Each test here is a case that once returned a wrong number without an error.
 """
 

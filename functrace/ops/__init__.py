@@ -4,10 +4,15 @@ Importing this package declares all ops (``functrace.core.registry`` maps names 
 and exposes the op-level functions that gradient rules are written with (``ops.mul``,
 ``ops.reduce_sum``, ...). Rules use these, never ``functrace.numpy``: they take operands of one
 dtype and explicit shapes. Imports core/tracing only.
+
+``_base`` is private to this package; the helpers the layers above need (``as_array``,
+``namespace_of``: array-module generic impls; ``shape_of``, ``dtype_of``, ``lit``) are
+re-exported here, so nothing outside ``ops/`` imports it.
 """
 
 from ..core import registry
 from . import batch_rules, control, decomp, dot, elementwise, indexing, linalg, reduce, shape
+from ._base import as_array, dtype_of, lit, namespace_of, shape_of
 from .control import *  # noqa: F403
 from .decomp import *  # noqa: F403
 from .dot import *  # noqa: F403
@@ -17,11 +22,5 @@ from .linalg import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 
-# every declared op gets its family's batch rule now, once (an op with a rule of its own
-# keeps it; ops declared later, by functrace.extend, get theirs at declaration)
-for _op in list(registry.values()):
-    batch_rules.attach(_op)
-del _op
-
-__all__ = ["registry", "batch_rules", "control", "decomp", "dot", "elementwise", "indexing",
-           "linalg", "reduce", "shape"]
+__all__ = ["registry", "as_array", "dtype_of", "lit", "namespace_of", "shape_of", "batch_rules",
+           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "reduce", "shape"]

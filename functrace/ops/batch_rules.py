@@ -1,12 +1,15 @@
-"""Batch rules of the op families, attached to each op once, at its declaration.
+"""Batch rules of the op families, and ``rule_for(op)``: the batch rule of any op.
 
 Owns the helpers every batch rule uses (``size_of``, ``moveaxis``, ``bdim_to_front``: they live in
 ``ops.shape``, whose rules use them too) and the
 rules shared by a family of ops, chosen by the declaration's ``batch_family``:
 ``"elementwise"`` (operands batched or broadcast to one leading batch axis), ``"axes"`` (the
 op's single operand; the param named by ``batch_axes`` shifts by one) and ``"leading"`` (the op
-accepts any leading batch axes, numpy.linalg style). ``attach(op)`` sets ``op.batch`` from the
-family unless the declaration set its own rule. Imports core/tracing and ``ops.shape`` only.
+accepts any leading batch axes, numpy.linalg style). The transforms ask ``rule_for(op)``: the
+declaration's own ``op.batch`` if it set one, else the family's rule, built on the first
+request and kept on the op. A declaring module therefore never imports this one (the
+elementwise family sits below ``ops.shape``, which these rules need). Imports core/tracing and
+``ops.shape`` only.
 
 A batch rule has the signature ``rule(args, dims, **params) -> (outs, out_dims)``: ``args`` are
 values in the current trace, ``dims[i]`` is the batch axis of ``args[i]`` or ``None`` (not
@@ -20,7 +23,7 @@ from ..tracing import bind
 from ._base import shape_of
 from .shape import bdim_to_front, broadcast_in_dim, moveaxis, size_of
 
-__all__ = ["moveaxis", "bdim_to_front", "size_of", "attach", "FAMILIES"]
+__all__ = ["moveaxis", "bdim_to_front", "size_of", "rule_for", "FAMILIES"]
 
 
 def _outs(op, out):
@@ -75,8 +78,10 @@ def _leading(op: Op):
 FAMILIES = {"elementwise": _elementwise, "axes": _axes, "leading": _leading}
 
 
-def attach(op: Op) -> Op:
-    """Give ``op`` its family's batch rule, unless it has a rule of its own."""
+def rule_for(op: Op):
+    """The batch rule of ``op``: its own ``op.batch``, else its ``batch_family``'s rule (built
+    once, then kept as ``op.batch``); None when it has neither (vmap of it is a
+    MissingRuleError, raised by the caller, which knows the user's line)."""
     if op.batch is None and op.batch_family is not None:
         try:
             factory = FAMILIES[op.batch_family]
@@ -84,4 +89,4 @@ def attach(op: Op) -> Op:
             raise ValueError(f"op {op.name}: unknown batch_family {op.batch_family!r} (one of "
                              f"{sorted(FAMILIES)})") from None
         op.batch = factory(op)
-    return op
+    return op.batch

@@ -2,8 +2,8 @@
 
 Split from ``linalg.py``, whose conventions hold here too (stacks of matrices with leading
 batch axes, numpy.linalg impls, rules written with op-level functions, JAX's complex
-cotangent convention, the degenerate-spectrum rule of NUMERICS.md). Imports core/tracing and
-sibling op families only.
+cotangent convention, the degenerate-spectrum rule of docs/numerics.md). Imports core/tracing,
+``_base`` and the families below it (elementwise, shape, reduce, linalg), never one above.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Owns ``elementwise_op`` (the one constructor of elementwise primitives, also beh
 ``functrace.extend.define_elementwise``), every built-in elementwise op (unary math, binary
 arithmetic, comparisons, select, casts) and its op-level function (``sin(x)`` binds
 ``sin_p``). Imports core/tracing and its siblings ``_base`` and ``scalar_code``; never
-``functrace.numpy`` or a backend.
+``functrace.numpy`` or a backend. It is the lowest op family (``ops.shape`` and the rest build on
+it), so an op's batch rule is only named here (``batch_family="elementwise"``): the transforms
+build it through ``ops.batch_rules.rule_for``, which needs ``ops.shape``.
 
 A declaration says everything a pass or a backend needs: the numpy impl, the kernel code
 (``scalar=`` for every target, ``cpu=``/``cuda=`` per target, from ``scalar_code``; an op
@@ -14,7 +16,7 @@ derivatives once, as functions of the primal inputs and output written with op-l
 functions; ``smooth_rules`` turns them into both the vjp rule (``ct * d``) and the jvp rule
 (``t * d``), so a derivative written once serves both modes and is itself differentiable.
 Ops whose derivative is zero wherever it exists (floor, sign, comparisons) say
-``zero_grad=True``. Conventions at kinks follow docs/numerics.md (shared/NUMERICS.md).
+``zero_grad=True``. Conventions at kinks follow docs/numerics.md.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from ..core import AVal, Op
 from ..tracing import bind, cotangent_wanted
 from . import scalar_code as sc
 from ._base import as_array, dtype_of, lit, same_dtype_shape
-from .batch_rules import attach
 
 # --------------------------------------------------------------------------------------------
 # op-level functions (defined before the rules that use them)
@@ -162,7 +163,7 @@ def elementwise_op(name: str, impl: Callable, nin: int = 1, *, scalar=None, cpu=
             batch_family="elementwise", module=module, **traits)
     if derivative is not None:
         smooth_rules(op, derivative, nin, coerce=not module.startswith("functrace"))
-    return attach(op)
+    return op
 
 
 def _to_bool(_):
@@ -299,7 +300,7 @@ def _pow_dx(x, y, o):
 
 
 def _pow_dy(x, y, o):
-    # log(x) * x**y, with 0**y contributing 0 rather than log(0)*0 = nan (NUMERICS.md)
+    # log(x) * x**y, with 0**y contributing 0 rather than log(0)*0 = nan (docs/numerics.md)
     zero = eq(x, lit(0, x))
     safe_x = select(zero, lit(1, x), x)
     return select(zero, lit(0, o), mul(log(safe_x), o))
@@ -322,7 +323,7 @@ smooth_rules(integer_pow_p, _ipow_d, 1)
 
 
 def _tie_split(a, b, o, first):
-    """d max(a, b)/da: 1 where a wins, 0.5 on ties, 0 where b wins (NUMERICS.md)."""
+    """d max(a, b)/da: 1 where a wins, 0.5 on ties, 0 where b wins (docs/numerics.md)."""
     win = gt(a, b) if first else lt(a, b)
     return select(win, lit(1, o), select(eq(a, b), lit(0.5, o), lit(0, o)))
 
@@ -446,7 +447,7 @@ clip_p = Op("clip", _clip_abstract, _clip_impl, elementwise=True, batch_family="
 
 
 def clip(x, lo, hi):
-    """Clamp ``x`` to ``[lo, hi]``; the gradient is 1 on the closed interval (NUMERICS.md)."""
+    """Clamp ``x`` to ``[lo, hi]``; the gradient is 1 on the closed interval (docs/numerics.md)."""
     return bind(clip_p, x, _coerce(lo, x), _coerce(hi, x))
 
 
@@ -605,7 +606,7 @@ def _sinc_impl(x):
 
 
 def _sinc_d(x, y):
-    # d/dx sin(pi x)/(pi x) = (cos(pi x) - sinc(x)) / x, and 0 at x = 0 (NUMERICS.md)
+    # d/dx sin(pi x)/(pi x) = (cos(pi x) - sinc(x)) / x, and 0 at x = 0 (docs/numerics.md)
     zero = eq(x, lit(0, x))
     safe = select(zero, lit(1, x), x)
     d = div(sub(cos(mul(lit(np.pi, x), safe)), sinc(safe)), safe)
@@ -658,7 +659,7 @@ def _abs_vjp(cts, ins, outs):
         o = outs[0]
         safe = select(eq(o, lit(0, o)), lit(1, o), o)
         return (mul(convert_element_type(div(cts[0], safe), dtype_of(x)), conj(x)),)
-    return (mul(cts[0], sign(x)),)   # sign(0) = 0: d|x| at 0 is 0 (NUMERICS.md)
+    return (mul(cts[0], sign(x)),)   # sign(0) = 0: d|x| at 0 is 0 (docs/numerics.md)
 
 
 def _abs_jvp(primals, tangents, outs):

@@ -10,7 +10,9 @@ one entry per index component (Ellipsis already expanded):
   ``functrace.numpy``); 0-d arrays stand for integers mixed with arrays.
 
 so ``x[spec]`` means exactly what numpy means, including where the broadcast advanced-index
-dimensions go (in place when adjacent, first otherwise). Imports core/tracing and siblings.
+dimensions go (in place when adjacent, first otherwise). Also attaches the rules of ``sort``
+(a permutation: gathered forward, scattered back). Imports core/tracing, ``_base`` and the
+families below it (``ops.elementwise``, ``ops.shape``, ``ops.reduce``), never one above.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
 from ._base import as_array, dtype_of, namespace_of, shape_of
-from .shape import bdim_to_front, broadcast_in_dim, moveaxis, reshape, size_of, transpose
+from .reduce import linear_recurrence, shift, sort, sort_p
+from .shape import (
+    bdim_to_front,
+    broadcast_in_dim,
+    iota,
+    moveaxis,
+    reshape,
+    size_of,
+    transpose,
+)
 
 
 def _py_index(spec, arrays):
@@ -177,7 +188,6 @@ gather_p.vjp, gather_p.jvp = _gather_vjp, _gather_jvp
 
 def _flat_iota(shape):
     """int64 array of ``shape`` holding each element's C-order flat position."""
-    from .shape import iota
     if not shape:
         return np.zeros((), np.int64)
     pos, stride = None, 1
@@ -204,7 +214,6 @@ def _mul_others(x, v, idx, spec):
     (slices, pads, mul, add), so the result is a polynomial in v: no division, exact with
     zeros, and its own derivatives are exact too.
     """
-    from .reduce import _linear_recurrence, _shift, sort
     vs = shape_of(v)
     m = int(np.prod(vs, dtype=np.int64))
     x_t = gather(x, idx, spec)
@@ -217,11 +226,11 @@ def _mul_others(x, v, idx, spec):
     _, perm = sort(target, 0)
     t_sorted = gather(target, [perm], (("arr", 0),))
     v_sorted = gather(vf, [perm], (("arr", 0),))
-    same_prev = ew.eq(t_sorted, _shift(t_sorted, 0, 1, -1))   # targets are >= 0
-    same_next = ew.eq(t_sorted, _shift(t_sorted, 0, -1, -1))
-    before = _linear_recurrence(ew.select(same_prev, _shift(v_sorted, 0, 1, 0), zero),
+    same_prev = ew.eq(t_sorted, shift(t_sorted, 0, 1, -1))   # targets are >= 0
+    same_next = ew.eq(t_sorted, shift(t_sorted, 0, -1, -1))
+    before = linear_recurrence(ew.select(same_prev, shift(v_sorted, 0, 1, 0), zero),
                                 ew.select(same_prev, zero, one), 0, backward=False)
-    after = _linear_recurrence(ew.select(same_next, _shift(v_sorted, 0, -1, 0), zero),
+    after = linear_recurrence(ew.select(same_next, shift(v_sorted, 0, -1, 0), zero),
                                ew.select(same_next, zero, one), 0, backward=True)
     others = scatter(_zeros((m,), dt), ew.mul(before, after), [perm], (("arr", 0),), "set")
     return ew.mul(x_t, reshape(others, vs))
@@ -294,6 +303,25 @@ def scatter_along_axis(v, idx, axis, shape):
     """Adjoint of take_along_axis: zeros of ``shape`` with ``v`` added at ``idx``."""
     arrs, spec = _along_axis_index(shape, idx, axis)
     return scatter(_zeros(shape, dtype_of(v)), v, arrs, spec, "add")
+
+
+# sort (declared in ops.reduce, below this module) permutes its operand: its cotangent goes back
+# through the permutation with a scatter, its tangent follows it with a gather
+
+
+def _sort_vjp(cts, ins, outs, *, axis):
+    ct = cts[0]
+    if ct is None:
+        return (None,)
+    return (scatter_along_axis(ct, outs[1], axis, shape_of(ins[0])),)
+
+
+def _sort_jvp(primals, tangents, outs, *, axis):
+    t = tangents[0]
+    return (None if t is None else take_along_axis(t, outs[1], axis), None)
+
+
+sort_p.vjp, sort_p.jvp = _sort_vjp, _sort_jvp
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ Conventions shared by every op here:
   Hermitian matrices. Their values equal numpy's for Hermitian input; ``functrace.numpy.linalg``
   passes the Hermitian matrix numpy itself reads (one triangle, ``UPLO``), so traced values
   equal numpy's for every input and the gradient is the gradient of numpy's function.
-* Degenerate spectra (NUMERICS.md): the eigh / svd rules use ``F_ij = 1/(l_j - l_i)`` with the
+* Degenerate spectra (docs/numerics.md): the eigh / svd rules use ``F_ij = 1/(l_j - l_i)`` with the
   diagonal and numerically equal pairs set to 0 by a double ``select``; when the eigenvector
   (singular vector) cotangent is None, ``F`` is not built at all, so a function of the
   eigenvalues alone has a finite gradient even for a repeated spectrum.

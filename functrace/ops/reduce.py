@@ -2,9 +2,13 @@
 sort/argsort, all/any.
 
 Owns these ops and their rules. ``axes`` params are sorted tuples; results drop the reduced
-axes (``keepdims`` is a reshape done by ``functrace.numpy``). Conventions (NUMERICS.md): ties of
-max/min split the gradient evenly; logsumexp of all -inf and the norm of a zero vector have a
-zero gradient. Imports core/tracing and sibling op families only.
+axes (``keepdims`` is a reshape done by ``functrace.numpy``). Conventions (docs/numerics.md):
+ties of max/min split the gradient evenly; logsumexp of all -inf and the norm of a zero vector
+have a zero gradient. Also attaches the vjp rules of ``broadcast_in_dim`` and ``pad``, which
+sum a cotangent (``ops.shape`` is below this module and cannot name ``reduce_sum``), and owns
+``shift`` and ``linear_recurrence``, the doubling scan cumprod's rules run on (the scatter
+rules of ``ops.indexing`` use them too). Imports core/tracing, ``_base``, ``ops.elementwise``
+and ``ops.shape`` only; ``ops.indexing`` is above it and attaches sort's rules.
 """
 
 from __future__ import annotations
@@ -16,7 +20,17 @@ from ..errors import ShapeError
 from ..tracing import bind
 from . import elementwise as ew
 from ._base import dtype_of, lit, namespace_of, shape_of
-from .shape import broadcast_in_dim, reshape
+from .shape import (
+    broadcast_in_dim,
+    broadcast_in_dim_p,
+    concatenate,
+    pad,
+    pad_p,
+    reshape,
+    rev,
+    slice_op,
+    transpose,
+)
 
 
 def _check_axes(x, axes):
@@ -88,6 +102,47 @@ reduce_sum_p.jvp = lambda primals, tangents, outs, *, axes: (
     None if tangents[0] is None else reduce_sum(tangents[0], axes),)
 
 
+# The transpose of a broadcast is a sum: the vjp rules of broadcast_in_dim and pad (declared in
+# ops.shape, below this module) are attached here.
+
+
+def _bid_summed_axes(xshape, shape, bd):
+    """Output axes the vjp sums over, and whether a reshape is needed afterwards."""
+    keep = set(bd)
+    sum_axes = [d for d in range(len(shape)) if d not in keep]
+    ones = [d for i, d in enumerate(bd) if xshape[i] == 1 and shape[d] != 1]
+    return tuple(sorted(sum_axes + ones))
+
+
+def _bid_vjp(cts, ins, outs, *, shape, broadcast_dimensions):
+    x = ins[0]
+    xshape = shape_of(x)
+    axes = _bid_summed_axes(xshape, shape, broadcast_dimensions)
+    ct = reduce_sum(cts[0], axes) if axes else cts[0]
+    if shape_of(ct) != xshape:
+        ct = reshape(ct, xshape)
+    return (ct,)
+
+
+def _pad_vjp(cts, ins, outs, *, config):
+    x = ins[0]
+    ct = cts[0]
+    xs = shape_of(x)
+    starts = [lo for lo, hi, it in config]
+    limits = [lo + max(0, n - 1) * (it + 1) + 1 if n else lo
+              for (lo, hi, it), n in zip(config, xs)]
+    strides = [it + 1 for lo, hi, it in config]
+    ct_x = slice_op(ct, starts, limits, strides)
+    axes = tuple(range(len(xs)))
+    ct_v = reduce_sum(ct, axes)
+    ct_v = ew.sub(ct_v, reduce_sum(ct_x, axes)) if axes else ct_v
+    return ct_x, ct_v
+
+
+broadcast_in_dim_p.vjp = _bid_vjp
+pad_p.vjp = _pad_vjp
+
+
 def _minmax_vjp(cts, ins, outs, *, axes):
     x = ins[0]
     xs = shape_of(x)
@@ -120,7 +175,6 @@ def _prod_others(x, axes):
     xs = shape_of(x)
     kept = [i for i in range(len(xs)) if i not in axes]
     perm = tuple(kept) + tuple(axes)
-    from .shape import concatenate, slice_op, transpose
     xt = transpose(x, perm)
     lead = tuple(xs[i] for i in kept)
     n = int(np.prod([xs[a] for a in axes], dtype=np.int64))
@@ -231,9 +285,8 @@ cumsum_p.jvp = lambda primals, tangents, outs, *, axis, reverse: (
 # ``reverse=True`` is the same with the axis flipped.
 
 
-def _shift(x, axis, d, fill):
+def shift(x, axis, d, fill):
     """Shift along ``axis`` by ``d`` (d > 0: towards higher indices), filling with ``fill``."""
-    from .shape import pad, slice_op
     xs = shape_of(x)
     n = xs[axis]
     start, limit = [0] * len(xs), list(xs)
@@ -247,15 +300,15 @@ def _shift(x, axis, d, fill):
     return pad(slice_op(x, start, limit), lit(fill, x), cfg)
 
 
-def _linear_recurrence(a, b, axis, backward):
+def linear_recurrence(a, b, axis, backward):
     """y_i = b_i + a_i * y_{i-1} (``backward``: y_i = b_i + a_i * y_{i+1}); y outside is 0."""
     n = shape_of(b)[axis]
     step = -1 if backward else 1
     d = 1
     while d < n:
-        b = ew.add(b, ew.mul(a, _shift(b, axis, step * d, 0)))
+        b = ew.add(b, ew.mul(a, shift(b, axis, step * d, 0)))
         if 2 * d < n:
-            a = ew.mul(a, _shift(a, axis, step * d, 0))
+            a = ew.mul(a, shift(a, axis, step * d, 0))
         d *= 2
     return b
 
@@ -263,11 +316,10 @@ def _linear_recurrence(a, b, axis, backward):
 def _exclusive_cumprod(x, axis):
     if shape_of(x)[axis] == 0:
         return x
-    return _shift(cumprod(x, axis), axis, 1, 1)
+    return shift(cumprod(x, axis), axis, 1, 1)
 
 
 def _flip(x, axis, reverse):
-    from .shape import rev
     return rev(x, (axis,)) if reverse else x
 
 
@@ -276,7 +328,7 @@ def _cumprod_vjp(cts, ins, outs, *, axis, reverse):
     ct = _flip(cts[0], axis, reverse)
     if shape_of(x)[axis] == 0:
         return (_flip(ct, axis, reverse),)
-    r = _linear_recurrence(_shift(x, axis, -1, 0), ct, axis, backward=True)
+    r = linear_recurrence(shift(x, axis, -1, 0), ct, axis, backward=True)
     return (_flip(ew.mul(_exclusive_cumprod(x, axis), r), axis, reverse),)
 
 
@@ -288,14 +340,14 @@ def _cumprod_jvp(primals, tangents, outs, *, axis, reverse):
     t = _flip(t, axis, reverse)
     if shape_of(x)[axis] == 0:
         return (_flip(t, axis, reverse),)
-    y = _linear_recurrence(x, ew.mul(t, _exclusive_cumprod(x, axis)), axis, backward=False)
+    y = linear_recurrence(x, ew.mul(t, _exclusive_cumprod(x, axis)), axis, backward=False)
     return (_flip(y, axis, reverse),)
 
 
 cumprod_p.vjp, cumprod_p.jvp = _cumprod_vjp, _cumprod_jvp
 
 # --------------------------------------------------------------------------------------------
-# logsumexp and the 2-norm: own ops, for stable values and the NUMERICS.md conventions
+# logsumexp and the 2-norm: own ops, for stable values and the docs/numerics.md conventions
 # --------------------------------------------------------------------------------------------
 
 
@@ -357,7 +409,7 @@ l2norm_p = Op("l2norm", _l2_abstract, _l2_impl, reduction=True, batch_family="ax
 
 
 def l2norm(x, axes):
-    """sqrt(sum(|x|^2)) over ``axes``; the gradient at the zero vector is 0 (NUMERICS.md)."""
+    """sqrt(sum(|x|^2)) over ``axes``; the gradient at the zero vector is 0 (docs/numerics.md)."""
     return bind(l2norm_p, x, axes=_norm_axes(axes))
 
 
@@ -415,18 +467,5 @@ def sort(x, axis):
     return bind(sort_p, x, axis=int(axis))
 
 
-def _sort_vjp(cts, ins, outs, *, axis):
-    from .indexing import scatter_along_axis
-    ct = cts[0]
-    if ct is None:
-        return (None,)
-    return (scatter_along_axis(ct, outs[1], axis, shape_of(ins[0])),)
 
-
-def _sort_jvp(primals, tangents, outs, *, axis):
-    from .indexing import take_along_axis
-    t = tangents[0]
-    return (None if t is None else take_along_axis(t, outs[1], axis), None)
-
-
-sort_p.vjp, sort_p.jvp = _sort_vjp, _sort_jvp
+# sort's rules permute with gather/scatter: ops/indexing.py attaches them

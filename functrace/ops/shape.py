@@ -2,7 +2,10 @@
 
 Owns the ops that move data without arithmetic, and their rules. Broadcasting is explicit in
 the IR through ``broadcast_in_dim``; its vjp sums the cotangent back, which is the single place
-where "broadcasting is summed back" lives. Imports core/tracing and sibling op families only.
+where "broadcasting is summed back" lives; being a reduce_sum, it is attached by
+``ops/reduce.py``, next to that op, as is pad's (its padding value's cotangent is a sum).
+Imports core/tracing, ``_base`` and ``ops.elementwise`` only: the op families import in the
+order elementwise < shape < reduce < indexing < dot, linalg, decomp.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import numpy as np
 from ..core import AVal, Op
 from ..errors import ShapeError
 from ..tracing import bind
+from . import elementwise as ew
 from ._base import as_array, dtype_of, namespace_of, shape_of
 
 # --------------------------------------------------------------------------------------------
@@ -67,26 +71,7 @@ def broadcast_to_shape(x, shape):
     return broadcast_in_dim(x, shape, tuple(range(n, len(shape))))
 
 
-def _bid_summed_axes(xshape, shape, bd):
-    """Output axes the vjp sums over, and whether a reshape is needed afterwards."""
-    keep = set(bd)
-    sum_axes = [d for d in range(len(shape)) if d not in keep]
-    ones = [d for i, d in enumerate(bd) if xshape[i] == 1 and shape[d] != 1]
-    return tuple(sorted(sum_axes + ones))
-
-
-def _bid_vjp(cts, ins, outs, *, shape, broadcast_dimensions):
-    from .reduce import reduce_sum
-    x = ins[0]
-    xshape = shape_of(x)
-    axes = _bid_summed_axes(xshape, shape, broadcast_dimensions)
-    ct = reduce_sum(cts[0], axes) if axes else cts[0]
-    if shape_of(ct) != xshape:
-        ct = reshape(ct, xshape)
-    return (ct,)
-
-
-broadcast_in_dim_p.vjp = _bid_vjp
+# the vjp (summing the cotangent back) is a reduce_sum: ops/reduce.py attaches it
 broadcast_in_dim_p.jvp = lambda primals, tangents, outs, **p: (
     None if tangents[0] is None else bind(broadcast_in_dim_p, tangents[0], **p),)
 
@@ -264,23 +249,6 @@ def pad(x, value, config):
     return bind(pad_p, x, value, config=config)
 
 
-def _pad_vjp(cts, ins, outs, *, config):
-    from .reduce import reduce_sum
-    x = ins[0]
-    ct = cts[0]
-    xs = shape_of(x)
-    starts = [lo for lo, hi, it in config]
-    limits = [lo + max(0, n - 1) * (it + 1) + 1 if n else lo
-              for (lo, hi, it), n in zip(config, xs)]
-    strides = [it + 1 for lo, hi, it in config]
-    ct_x = slice_op(ct, starts, limits, strides)
-    axes = tuple(range(len(xs)))
-    ct_v = reduce_sum(ct, axes)
-    from .elementwise import sub
-    ct_v = sub(ct_v, reduce_sum(ct_x, axes)) if axes else ct_v
-    return ct_x, ct_v
-
-
 def _pad_jvp(primals, tangents, outs, *, config):
     tx, tv = tangents
     if tx is None and tv is None:
@@ -291,7 +259,8 @@ def _pad_jvp(primals, tangents, outs, *, config):
     return (bind(pad_p, tx, zx if tv is None else tv, config=config),)
 
 
-pad_p.vjp, pad_p.jvp = _pad_vjp, _pad_jvp
+# the vjp (the padding value's cotangent is a sum) is attached by ops/reduce.py
+pad_p.jvp = _pad_jvp
 
 
 def _concat_abstract(*xs, dimension):
@@ -467,7 +436,6 @@ def _slice_rule(args, dims, *, start_indices, limit_indices, strides):
 
 
 def _pad_rule(args, dims, *, config):
-    from .elementwise import add, mul
     (x, v), (dx, dv) = args, dims
     size = size_of(args, dims)
     x = bdim_to_front(x, dx, size)
@@ -480,7 +448,7 @@ def _pad_rule(args, dims, *, config):
     body = pad(x, zero, cfg)
     mask = pad(broadcast_in_dim(zero, shape_of(x), ()), np.ones((), dt), cfg)
     vb = broadcast_in_dim(moveaxis(v, dv, 0), shape_of(body), (0,))
-    return (add(body, mul(mask, vb)),), (0,)
+    return (ew.add(body, ew.mul(mask, vb)),), (0,)
 
 
 def _concat_rule(args, dims, *, dimension):

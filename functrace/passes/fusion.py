@@ -5,7 +5,8 @@ mutates or rewrites the graph: the plan lists, in execution order, *steps* that 
 graph's equations by index. Imports core only; the target decides which equations it can fuse
 (``fusible``), so this pass is shared by every compiled backend.
 
-The rules (DESIGN.md, "compile latency is a first-class constraint"):
+The rules (compile latency is a first-class constraint: docs/executor.md, "Compile latency
+and tiers"):
 
 * A **group** is a maximal region of elementwise equations over one *loop shape*, closed by at
   most one reduction over that shape; it has at most ``max_eqns`` equations, so numba compile
