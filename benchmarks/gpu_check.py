@@ -9,16 +9,16 @@ It installs nothing: it needs numpy, numba + numba-cuda, cupy (cupy-cuda13x or -
 opt_einsum (einsum rows; a pure-Python wheel found in ./wheels or ./shared/wheels is put on
 sys.path, nothing is installed). Without a usable GPU it prints why and exits with status 2.
 
-1. **Table** (bounded by ``--table-budget``, default 150 s): every row of tests/op_cases.py
+1. **Table** (bounded by ``--table-budget``, default 150 s): every row of tests/support/op_cases.py
    (values, every dtype) and its weighted-sum gradient (float64) under
    ``ft.jit(..., backend="cuda")`` against the reference interpreter on the CPU. Rows are
    split in chunks run by a pool of worker processes (kernel compilation is per process and
-   serial; the chunks compile in parallel). Tolerances as tests/test_jit.py: rtol 1e-12
+   serial; the chunks compile in parallel). Tolerances as tests/backends/test_jit.py: rtol 1e-12
    (float64), 1e-5 (float32 math), atol scaled by the largest reference value. Then (45 s at
    most, informational) each row's function called eagerly on cupy arrays: ``fnp`` outside
    transforms must compute on the GPU with numpy's semantics and return cupy arrays (18 rows
    mix numpy arrays in through Python operators or cupy methods, which cupy itself refuses;
-   tests/test_device_arrays.py lists them).
+   tests/backends/test_device_arrays.py lists them).
 2. **libdevice accuracy**: max ulp error of the fused float32/float64 exp, log, sin, tanh,
    log1p, expm1 kernels against numpy in float64 (the CPU's vector-math library cannot run
    here: it is built on numba CPU intrinsics; libdevice is what the GPU kernels call).
@@ -66,7 +66,7 @@ def gpu_or_exit():
     """cupy, or exit 2 saying why the GPU backend cannot run here."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         print("gpu_check: NUMBA_ENABLE_CUDASIM is set: this script needs a real GPU "
-              "(the simulator tests are tests/test_cuda_sim.py)")
+              "(the simulator tests are tests/backends/test_cuda_sim.py)")
         sys.exit(2)
     from functrace.backends import numba_cuda
     why = numba_cuda.unavailable_reason()

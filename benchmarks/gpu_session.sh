@@ -29,5 +29,5 @@ print("numba.cuda smoke kernel:", "ok" if a.copy_to_host()[999] == 1998.0 else "
 PY
 } 2>&1 | tee "$out/env.log"
 timeout "${GPU_CHECK_TIMEOUT:-240}" $py benchmarks/gpu_check.py "$@" 2>&1 | tee "$out/gpu_check.log"
-timeout "${GPU_TEST_TIMEOUT:-150}" $py -m pytest tests/test_gpu.py -m gpu -q -p no:cacheprovider \
+timeout "${GPU_TEST_TIMEOUT:-150}" $py -m pytest tests/backends/test_gpu.py -m gpu -q -p no:cacheprovider \
     --tb=short 2>&1 | tee "$out/test_gpu.log"

@@ -1,10 +1,12 @@
-"""Shared pytest setup: ``tests/op_cases.py`` (the OpCase table) is importable as ``op_cases``
-from every test file, whatever pytest's import mode."""
+"""Shared pytest setup. Tests are grouped by the layer they test (``ir/``, ``ops/``,
+``transforms/``, ``backends/``, ``api/``); the tables and helpers they share live in
+``support/`` (``op_cases``: the OpCase table, ``fuzz_*``, ``backend_checks``...), importable
+by module name from every test file, whatever pytest's import mode."""
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 
 # CI runs the hypothesis tests with a fixed seed (a red CI must be reproducible); local runs
 # keep exploring new examples.

@@ -1,0 +1,25 @@
+"""Every example script runs to completion (they assert their own results)."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(path):
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+
+
+def test_readme_quick_start_runs(tmp_path, monkeypatch, capsys):
+    import re
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    block = re.search(r"## Quick start\n\n```python\n(.*?)```", readme, re.S).group(1)
+    monkeypatch.chdir(tmp_path)                  # the snippet writes f.dot
+    exec(compile(block, "README.md", "exec"), {})
+    assert (tmp_path / "f.dot").read_text().startswith("digraph")
+    assert "def f(a: f64[8,3], b: f64[3,4]):" in capsys.readouterr().out

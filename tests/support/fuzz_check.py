@@ -1,0 +1,670 @@
+"""The differential checks of the fuzzer: tolerances, comparison, and one batch of programs
+run every way (docs/testing.md).
+
+``check_batch(progs)`` jits all programs as one function (so their kernels compile together)
+and compares, per program:
+
+* values: ``ft.jit(f, backend=...)`` (kernels compiled at once), the reference interpreter
+  on the same graph, and plain numpy running the same program description;
+* gradients: ``ft.jit(ft.grad(loss))`` against ``ft.grad(loss)``, ``loss`` a weighted sum of
+  the outputs;
+* batching: ``ft.vmap(f)`` against a Python loop of the numpy program.
+
+Tolerances: where numpy's result is exact, bit for bit (NaN == NaN, signed zeros); elsewhere
+the per-op bounds of docs/numerics.md propagated through the program: ``tolerances`` runs the
+graph with each op's numpy impl, unperturbed and a few times with every inexact op's result
+moved by up to its bound (random sign per element), and allows a multiple of the largest
+change. Elements whose class (NaN, +-inf, +-0, finite) changes under the perturbations are
+ill-conditioned there (an overflowing sum, a comparison on a near-tie) and are not compared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+from fuzz_programs import Prog, Step, make_args, run_program, value_shapes
+
+import functrace as ft
+import functrace.numpy as fnp
+from functrace.backends import numpy_ref
+from functrace.core import Lit
+
+__all__ = ["INEXACT_ULPS", "tolerances", "compare", "check_batch", "Mismatch"]
+
+# --------------------------------------------------------------------------------------------
+
+#: ulps (of the result) within which a compiled elementwise op may differ from numpy's: the
+#: vecmath bound against the correctly rounded result (<= 3 ulp,
+#: tests/backends/test_vecmath.py) plus
+#: numpy's own error (its SIMD float64 functions are within 4 ulp), rounded up
+INEXACT_ULPS = 8
+#: absolute error allowed for sin/cos/tan near their zeros (test_vecmath's TRIG_ABS, doubled)
+TRIG_ABS = 8e-16
+#: elementwise ops whose compiled result must equal numpy's bit for bit (IEEE operations
+#: and exact functions); every other elementwise op is bounded by INEXACT_ULPS
+EXACT_ELEMENTWISE = {
+    "neg", "add", "sub", "mul", "div", "floordiv", "rem", "fmod", "max", "min", "eq", "ne",
+    "lt", "le", "gt", "ge", "and", "or", "xor", "not", "select", "clip",
+    "convert_element_type", "stop_gradient", "sqrt", "rsqrt", "abs", "sign", "floor", "ceil",
+    "trunc", "round", "isnan", "isinf", "isfinite", "signbit", "copysign", "real", "imag",
+    "conj"}
+#: non-elementwise ops that move or select data without arithmetic
+EXACT_OTHER = {"broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate",
+               "rev", "iota", "gather", "reduce_max", "reduce_min", "reduce_and",
+               "reduce_or", "argmax", "argmin", "sort"}
+#: accumulating ops: an absolute bound n * eps * (the op applied to |inputs|), n the number
+#: of terms (any summation order; numpy's pairwise sums and the kernels' sequential or
+#: chunked ones are all within it)
+SUMS = {"reduce_sum", "dot_general", "cumsum"}
+#: multiplicative accumulations: a relative bound n * eps
+PRODUCTS = {"reduce_prod", "cumprod", "l2norm"}
+
+
+def _terms(e) -> int:
+    """Number of terms each result element of an accumulating op combines."""
+    x = e.inputs[0].aval
+    if e.op.name in ("reduce_sum", "reduce_prod", "l2norm", "logsumexp"):
+        return max(1, math.prod(x.shape[a] for a in e.params["axes"]))
+    if e.op.name in ("cumsum", "cumprod"):
+        return max(1, x.shape[e.params["axis"]])
+    if e.op.name == "dot_general":
+        (xc, _), _ = e.params["dimension_numbers"]
+        return max(1, math.prod(x.shape[a] for a in xc))
+    if e.op.name == "scatter":
+        return max(2, e.inputs[1].aval.size)
+    return max(1, x.size)
+
+
+def _finite_abs(v):
+    v = np.abs(np.asarray(v))
+    return np.where(np.isfinite(v), v, 0).astype(v.dtype)
+
+
+def _bound(e, ins, out):
+    """Per-element bound (float64 array, inf where the result is order-dependent) on how far
+    a compiled result may be from the interpreter's, or None for exact ops."""
+    name = e.op.name
+    o = np.asarray(out)
+    if o.dtype.kind not in "fc":
+        return None
+    if (e.op.elementwise and name in EXACT_ELEMENTWISE) or name in EXACT_OTHER:
+        return None
+    if name == "integer_pow" and e.params["y"] in (0, 1, 2):
+        return None
+    if name == "scatter" and e.params["mode"] == "set":
+        return None
+    eps = float(np.finfo(o.dtype).eps)
+    with np.errstate(all="ignore"):
+        if e.op.elementwise:
+            fin = np.isfinite(o) & (o != 0)
+            b = INEXACT_ULPS * np.spacing(np.abs(o)).astype(np.float64)
+            if name in ("sin", "cos", "tan") and o.dtype == np.float64:
+                b = np.maximum(b, TRIG_ABS)
+            return np.where(fin, b, 0.0)
+        n = _terms(e)
+        if name in SUMS or name == "scatter":
+            absins = [_finite_abs(v) if np.asarray(v).dtype.kind in "fc" else v for v in ins]
+            mag = np.asarray(e.op.impl(*absins, **e.params), dtype=np.float64)
+            b = (n + 2) * eps * mag
+            if name == "dot_general":       # each product may underflow: half a subnormal
+                b = b + np.where(mag > 0, n * float(np.finfo(o.dtype).smallest_subnormal), 0)
+                # BLAS may skip a zero factor (reference gemm does), so inf * 0 need not be
+                # NaN: a contraction with a non-finite factor is not compared
+                x, y = (np.asarray(v) for v in ins)
+                nx = (~np.isfinite(x)).astype(np.float64)
+                ny = (~np.isfinite(y)).astype(np.float64)
+                touched = (np.asarray(e.op.impl(nx, np.ones_like(ny), **e.params)) +
+                           np.asarray(e.op.impl(np.ones_like(nx), ny, **e.params))) > 0
+                b = np.where(touched, np.inf, b)
+            return np.where(np.isfinite(b), b, np.inf)
+        if name in PRODUCTS:
+            b = np.where(np.isfinite(o), (n + 2) * eps * np.abs(o).astype(np.float64), 0.0)
+            if name in ("reduce_prod", "cumprod"):
+                b = np.where(_product_may_leave_range(e, ins[0], o), np.inf, b)
+            return b
+        if name == "logsumexp":
+            return np.where(np.isfinite(o), (n + 8) * eps * np.maximum(1.0, np.abs(o)), 0.0)
+        # anything else (linear algebra): a loose relative bound
+        return np.where(np.isfinite(o), 64 * eps * np.maximum(1.0, np.abs(o)), np.inf)
+
+
+#: relative change under the perturbations beyond which an element is not compared
+CHAOTIC = 1e-2
+#: ops whose zero results have an implementation-defined sign, in numpy itself: np.dot and
+#: np.matmul disagree (a product of -1.0 and 0.0 is -0.0 by np.dot, +0.0 by np.matmul), and
+#: np.power(-0.0, 0.5) is -0.0 on a scalar (its sqrt shortcut), +0.0 in an array
+ZERO_SIGN_VARIES = {"dot_general", "pow"}
+
+
+def _product_may_leave_range(e, x, o):
+    """Where a product's partial products overflow or underflow in some order but maybe not
+    in another (numpy multiplies float32 in float32, kernels in float64; orders differ): the
+    product of the magnitudes above 1, or of those below 1, leaves the normal range."""
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    ok = np.isfinite(a) & (a > 0)
+    la = np.where(ok, np.log(np.where(ok, a, 1.0)), 0.0)
+    if e.op.name == "reduce_prod":
+        axes, keep = tuple(e.params["axes"]), False
+    else:
+        axes, keep = (e.params["axis"],), True
+    big = np.add.reduce(np.maximum(la, 0.0), axis=axes, keepdims=keep)
+    small = np.add.reduce(np.minimum(la, 0.0), axis=axes, keepdims=keep)
+    fi = np.finfo(np.asarray(o).dtype)
+    risky = (big > np.log(float(fi.max))) | (small < np.log(float(fi.tiny)))
+    return np.broadcast_to(risky, np.shape(o))
+
+
+_ALTERNATIVES = [np.nan, np.inf, -np.nan, 0.0, -np.inf, 1.0]
+
+
+def _perturb(out, b, rng, k, zero_sign_varies=False):
+    o = np.asarray(out)
+    if zero_sign_varies and k % 2:      # +0.0 in run 1, -0.0 in run 3 (never a double flip)
+        o = np.where(o == 0, np.copysign(np.zeros((), o.dtype), 1 - (k & 2)), o)
+    # a random sign and a magnitude of at least half the bound: perturbations of successive
+    # ops never cancel exactly in every run
+    r = rng.choice([-1.0, 1.0], o.shape) * rng.uniform(0.5, 1.0, o.shape)
+    with np.errstate(all="ignore"):
+        moved = (o.astype(np.float64) + r * np.where(np.isfinite(b), b, 0.0)).astype(o.dtype)
+    moved = np.where(b == 0, o, moved)          # no bound: exact (-0.0 + 0.0 would be +0.0)
+    # an infinite bound: the result depends on the order or the precision of the operations
+    # (an overflowing sum or product, a BLAS product with inf): the runs take other values
+    # (NaN of either sign, +-inf, 0; 1.0 where that is the result's own class), so the
+    # element and what follows from it count as ill-conditioned whatever the other result is
+    alt = np.asarray(_ALTERNATIVES[(k - 1) % len(_ALTERNATIVES)], dtype=o.dtype)
+    same = (value_class(alt) == value_class(o)) & ~np.isnan(alt)    # NaNs: both signs
+    alt = np.where(same, np.ones((), o.dtype), alt)
+    return np.where(np.isinf(b), alt.astype(o.dtype), moved)
+
+
+def tolerances(graph, args, runs: int = 6, safety: float = 4.0, seed: int = 0):
+    """Run ``graph`` on the interpreter's impls, unperturbed and ``runs`` times with every
+    inexact op's result moved by its bound. Returns (outputs, tolerance per output,
+    ill-conditioned mask per output)."""
+    rng = np.random.default_rng(seed)
+    envs: list[dict] = [dict(zip(graph.inputs, args)) for _ in range(runs + 1)]
+
+    def val(env, a):
+        return a.val if isinstance(a, Lit) else env[a]
+
+    with np.errstate(all="ignore"):
+        for e in graph.eqns:
+            bound = None
+            for k, env in enumerate(envs):
+                ins = [val(env, a) for a in e.inputs]
+                res = e.op.impl(*ins, **e.params)
+                res = list(res) if e.op.multiple_results else [res]
+                if k == 0:
+                    bound = [_bound(e, ins, r) if not e.op.multiple_results else
+                             _multi_bound(r) for r in res]
+                else:
+                    zs = e.op.name in ZERO_SIGN_VARIES
+                    res = [r if b is None else _perturb(r, b, rng, k, zs)
+                           for r, b in zip(res, bound)]
+                    if k % 2 and not e.op.multiple_results:
+                        ins0 = [val(envs[0], a) for a in e.inputs]
+                        res = [_undetermined(e.op.name, ins, ins0, res[0], k, e.params)]
+                        if e.op.name in DISCRETE:
+                            res = [_decided_by_chaos(e.op.name, ins, ins0, res[0], k)]
+                for o, r in zip(e.outputs, res):
+                    env[o] = r
+    outs, tols, bad = [], [], []
+    for a in graph.outputs:
+        ref = np.asarray(val(envs[0], a))
+        outs.append(ref)
+        if ref.dtype.kind not in "fc":
+            tols.append(np.zeros(ref.shape))
+            bad.append(np.zeros(ref.shape, bool))
+            continue
+        dev = np.zeros(ref.shape)
+        unstable = np.zeros(ref.shape, bool)
+        for env in envs[1:]:
+            p = np.asarray(val(env, a))
+            unstable |= value_class(p) != value_class(ref)
+            with np.errstate(all="ignore"):
+                d = np.abs(p.astype(np.float64) - ref.astype(np.float64))
+                scale = np.maximum(np.abs(p), np.abs(ref)).astype(np.float64)
+                # moved by more than CHAOTIC of its size by ulp-sized perturbations: the
+                # element is ill-conditioned (tan of a huge sum, a cancellation); the
+                # spread of a few runs would not bound it
+                unstable |= d > CHAOTIC * scale
+            dev = np.maximum(dev, np.where(np.isfinite(d), d, 0.0))
+        tols.append(safety * dev)
+        bad.append(unstable)
+    return outs, tols, bad
+
+
+def _multi_bound(r):
+    # multiple-result ops (linear algebra) are not generated; be loose if one appears
+    o = np.asarray(r)
+    if o.dtype.kind not in "fc":
+        return None
+    eps = float(np.finfo(o.dtype).eps)
+    return np.where(np.isfinite(o), 64 * eps * np.maximum(1.0, np.abs(o)), np.inf)
+
+
+def _undetermined(name, ins, ins0, out, k, e_params=None):
+    """``out`` with the elements numpy itself leaves open changed to another class (in the
+    odd perturbed runs), so they count as ill-conditioned: the sign of a NaN (IEEE leaves it
+    unspecified, and numpy's reciprocal and power give different ones) as read by
+    ``copysign`` and ``signbit``; ``power(-inf or +-0, 0.5)``, which numpy computes as
+    ``sqrt`` for a scalar exponent (nan, -0.0) and as ``pow`` for an array one (inf, +0.0);
+    the max or min of a +0.0 and -0.0 tie (the order of the comparisons decides).
+    Answers are set, not flipped, so two such ops in a row cannot undo each other."""
+    o = np.asarray(out)
+    first = k % 4 == 1                  # run 1 takes one answer, run 3 the other
+    if name in ("copysign", "signbit"):      # NaN here or in the reference run
+        src = 1 if name == "copysign" else 0
+        nan = np.isnan(np.asarray(ins[src])) | np.isnan(np.asarray(ins0[src]))
+        if name == "signbit":
+            return np.where(nan, not first, o)
+        return np.where(nan, np.abs(o) if first else -np.abs(o), o)
+    if name in ("reduce_max", "reduce_min") and o.dtype.kind == "f":
+        # a tie of +0.0 and -0.0: which one wins depends on the order of the comparisons
+        x, axes = np.asarray(ins[0]), tuple(e_params["axes"])
+        both = (np.logical_or.reduce((x == 0) & ~np.signbit(x), axis=axes)
+                & np.logical_or.reduce((x == 0) & np.signbit(x), axis=axes))
+        zero = np.copysign(np.zeros((), o.dtype), 1.0 if first else -1.0)
+        return np.where(both & (o == 0), zero, o)
+    if name == "pow" and o.dtype.kind == "f":
+        x, y = np.broadcast_arrays(np.asarray(ins[0]), np.asarray(ins[1]))
+        odd = y == 0.5
+        pow_ = np.where(np.isneginf(x), np.inf, np.where(x == 0, 0.0, o))
+        sqrt_ = np.where(np.isneginf(x), np.nan, np.where(x == 0, x, o))
+        return np.where(odd, pow_ if first else sqrt_, o).astype(o.dtype)
+    return out
+
+
+#: ops with discrete results: a chaotic operand makes them take any of their values
+DISCRETE = {"gt", "lt", "ge", "le", "eq", "ne", "floor", "ceil", "round", "trunc", "sign"}
+
+
+def _decided_by_chaos(name, ins, ins0, out, k):
+    """A comparison or rounding whose operand moved by more than ``CHAOTIC`` of its size (or
+    changed class) in this run decides at random: run 1 takes one answer, run 3 another, so
+    a ``where`` or ``floor`` downstream of an ill-conditioned value is ill-conditioned too
+    (without this, a few runs keep the same branch by chance)."""
+    o = np.asarray(out)
+    chaos = np.zeros(o.shape, bool)
+    with np.errstate(all="ignore"):
+        for a, a0 in zip(ins, ins0):
+            a, a0 = np.asarray(a), np.asarray(a0)
+            if a.dtype.kind != "f":
+                continue
+            d = np.abs(a.astype(np.float64) - a0.astype(np.float64))
+            scale = np.maximum(np.abs(a), np.abs(a0)).astype(np.float64)
+            ca, c0 = value_class(a), value_class(a0)
+            ca[ca == 2], c0[c0 == 2] = 1, 1          # comparisons do not see zero signs
+            moved = (d > CHAOTIC * scale) | (ca != c0)
+            chaos |= np.broadcast_to(moved, o.shape)
+    if not chaos.any():
+        return out
+    first = k % 4 == 1
+    if o.dtype == bool:
+        return np.where(chaos, first, o)
+    return np.where(chaos, o + (1 if first else -1), o).astype(o.dtype)
+
+
+def value_class(x):
+    """0 finite nonzero, 1 +0, 2 -0, 3 +inf, 4 -inf, 5 NaN (per element)."""
+    x = np.asarray(x)
+    c = np.zeros(x.shape, np.int8)
+    c[x == 0] = 1
+    c[(x == 0) & np.signbit(x)] = 2
+    c[np.isposinf(x)] = 3
+    c[np.isneginf(x)] = 4
+    c[np.isnan(x)] = 5
+    return c
+
+
+def compare(got, want, tol, unstable, what: str) -> str | None:
+    """None if ``got`` matches ``want``: same dtype and shape; where the element is not
+    ill-conditioned, the same class (NaN, +-inf, +-0, finite) and within ``tol`` (bitwise
+    where ``tol`` is 0). Otherwise a description of the first mismatches."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"{what}: {got.dtype}{got.shape} != {want.dtype}{want.shape}"
+    if want.dtype.kind not in "fc":
+        bad = got != want
+    else:
+        gc, wc = value_class(got), value_class(want)
+        with np.errstate(all="ignore"):
+            diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        close = diff <= tol                       # tol 0: bit for bit (classes equal)
+        finite = (wc <= 2) & (gc <= 2)
+        # with a nonzero tolerance a zero may come out as a tiny value of either sign
+        ok = ((gc == wc) & ((wc != 0) | close)) | (finite & (tol > 0) & close)
+        bad = ~ok
+        bad &= ~np.asarray(unstable, bool)
+    if not bad.any():
+        return None
+    idx = np.argwhere(np.atleast_1d(bad))[:4]
+    g, w = np.atleast_1d(got), np.atleast_1d(want)
+    t = np.atleast_1d(np.broadcast_to(tol, want.shape)) if want.dtype.kind in "fc" else None
+    items = ", ".join(f"{tuple(int(j) for j in i)}: {g[tuple(i)]!r} vs {w[tuple(i)]!r}"
+                      + (f" (tol {t[tuple(i)]:.3g})" if t is not None else "") for i in idx)
+    return f"{what}: {int(bad.sum())} of {want.size} differ: {items}"
+
+
+# --------------------------------------------------------------------------------------------
+# one batch of programs, every way
+# --------------------------------------------------------------------------------------------
+
+class Mismatch:
+    """One failed comparison: which program, which check, and what differed."""
+
+    __slots__ = ("index", "prog", "check", "detail")
+
+    def __init__(self, index, prog, check, detail):
+        self.index, self.prog, self.check, self.detail = index, prog, check, detail
+
+    def __repr__(self):
+        return f"program {self.index} [{self.check}] {self.detail}\n{self.prog!r}"
+
+
+def _combined(progs):
+    """One function computing every program (inputs concatenated, outputs concatenated)."""
+    counts = [len(p.inputs) for p in progs]
+
+    def f(*args):
+        outs, i = [], 0
+        for p, n in zip(progs, counts):
+            outs.extend(run_program(p, fnp, args[i:i + n]))
+            i += n
+        return outs
+    return f
+
+
+def _owners(progs, per_prog):
+    """Program index of each flat item (``per_prog(p)`` items per program)."""
+    return [k for k, p in enumerate(progs) for _ in range(per_prog(p))]
+
+
+def _weights(prog, shapes):
+    rng = np.random.default_rng([prog.seed, 7])
+    return [np.asarray(rng.uniform(0.5, 1.5, s), prog.dtype) for s in shapes]
+
+
+def _quiet():
+    w = warnings.catch_warnings()
+    w.__enter__()
+    warnings.simplefilter("ignore")
+    return w
+
+
+def _numpy_outputs(progs, args):
+    out, i = [], 0
+    for p in progs:
+        n = len(p.inputs)
+        out.extend(np.asarray(o) for o in run_program(p, np, args[i:i + n]))
+        i += n
+    return out
+
+
+def check_batch(progs: list[Prog], backend: str = "cpu", vmap: bool = True,
+                jit_fn=None, compiled: bool = True) -> list[Mismatch]:
+    """Run ``progs`` every way (module docstring); the list of mismatches.
+
+    One compiled function per batch returns every program's outputs and the gradient of
+    ``loss`` with respect to every input (forward kernels are shared by both). ``jit_fn(f,
+    backend)`` makes that compiled callable (default: ``ft.jit(f, backend=..., eager=True)``:
+    kernels compiled at the first call, so the compiled path is what is compared).
+    ``compiled=False``: only the checks that need no compiler (interpreter vs numpy, vmap)."""
+    if jit_fn is None:
+        def jit_fn(f, backend):
+            return ft.jit(f, backend=backend, eager=True)
+    progs = list(progs)
+    bad: list[Mismatch] = []
+    f = _combined(progs)
+    owner_out = _owners(progs, lambda p: len(p.outputs))
+    owner_in = _owners(progs, lambda p: len(p.inputs))
+    special = [a for p in progs for a in make_args(p, "special")]
+    smooth = [a for p in progs for a in make_args(p, "smooth")]
+    n_out = len(owner_out)
+
+    def first(owner, k):
+        return owner.index(k)
+
+    quiet = _quiet()
+    try:
+        shapes = [np.shape(o) for o in _numpy_outputs(progs, smooth)]
+        weights = []
+        for k, p in enumerate(progs):
+            weights.extend(_weights(p, [s for s, o in zip(shapes, owner_out) if o == k]))
+
+        def loss(*args):
+            return sum(fnp.sum(o * w) for o, w in zip(f(*args), weights))
+        g = ft.grad(loss, argnums=tuple(range(len(smooth))))
+
+        def both(*args):
+            return list(f(*args)) + list(g(*args))
+        jboth = jit_fn(both, backend) if compiled else None
+        graph = ft.jit(both, backend="numpy").lower(*smooth).graph
+        for kind, args in (("special", special), ("smooth", smooth)):
+            interp = numpy_ref.run(graph, list(args))
+            got = [np.asarray(ft.device_get(o)) for o in jboth(*args)] if compiled else interp
+            _, tol, ill = tolerances(graph, args)
+            want_np = _numpy_outputs(progs, args)
+            want_g = [np.asarray(x) for x in g(*args)] if compiled else got[n_out:]
+            for j, k in enumerate(owner_out):
+                name = f"output {j - first(owner_out, k)}"
+                for what, a, b in (
+                        (f"jit[{backend}] vs interpreter, {kind} inputs", got[j], interp[j]),
+                        (f"interpreter vs numpy, {kind} inputs", interp[j], want_np[j])):
+                    msg = compare(a, b, tol[j], ill[j], name)
+                    if msg:
+                        bad.append(Mismatch(k, progs[k], what, msg))
+            for j, k in enumerate(owner_in):
+                jj = n_out + j
+                msg = compare(got[jj], want_g[j], tol[jj], ill[jj],
+                              f"d/d input {j - first(owner_in, k)}")
+                if msg:
+                    bad.append(Mismatch(k, progs[k], f"jit[{backend}](grad) vs grad, {kind} "
+                                        "inputs", msg))
+        if compiled:        # a kernel numba could not compile runs on numpy: not tested
+            runs = {id(e.run): e.run for e in getattr(jboth, "_cache", {}).values()}
+            for run in runs.values():
+                for msg in getattr(run, "compile_failures", ())[:3]:
+                    bad.append(Mismatch(None, None, f"compile[{backend}]", msg[:500]))
+        if vmap:
+            bad.extend(_check_vmap(progs, f, owner_out))
+    finally:
+        quiet.__exit__(None, None, None)
+    return bad
+
+
+def _check_vmap(progs, f, owner_out, B=3):
+    """``ft.vmap`` of every program (some inputs unbatched) against a loop of numpy."""
+    batched, in_axes = [], []
+    for p in progs:
+        rng = np.random.default_rng([p.seed, 3])
+        axes = [0 if rng.random() < 0.7 else None for _ in p.inputs]
+        if all(a is None for a in axes):
+            axes[0] = 0
+        for a, x, ax in zip(make_args(p, "special", batch=B), make_args(p, "special"), axes):
+            batched.append(a if ax == 0 else x)
+            in_axes.append(ax)
+    vf = ft.vmap(f, in_axes=tuple(in_axes))
+    got = [np.asarray(o) for o in vf(*batched)]
+    # the loop is the reference: tolerances of the unbatched graph, example by example
+    examples = [[x[b] if ax == 0 else x for x, ax in zip(batched, in_axes)] for b in range(B)]
+    graph = ft.jit(f, backend="numpy").lower(*examples[0]).graph
+    per = [tolerances(graph, ex)[1:] for ex in examples]
+    tol = [np.stack([t[0][j] for t in per]) for j in range(len(owner_out))]
+    ill = [np.stack([t[1][j] for t in per]) for j in range(len(owner_out))]
+    want = []
+    i = 0
+    for p in progs:
+        n = len(p.inputs)
+        rows = [[np.asarray(o) for o in run_program(
+            p, np, [x[b] if ax == 0 else x for x, ax in zip(batched[i:i + n],
+                                                            in_axes[i:i + n])])]
+                for b in range(B)]
+        want.extend(np.stack([r[j] for r in rows]) for j in range(len(p.outputs)))
+        i += n
+    bad = []
+    for j, k in enumerate(owner_out):
+        msg = compare(got[j], want[j], tol[j], ill[j], f"output {j - owner_out.index(k)}")
+        if msg:
+            bad.append(Mismatch(k, progs[k], "vmap vs loop", msg))
+    return bad
+
+
+# --------------------------------------------------------------------------------------------
+# compiling differently: libm math, no fastmath flags
+# --------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def kernel_variant(libm: bool = False):
+    """CPU kernels compiled differently for the duration. ``libm``: the vecmath ops
+    (CPU code from ``scalar_code.vecmath``) as numba's libm calls (``np.sin(x)``), ~10x cheaper to
+    compile (vecmath's accuracy and special values are tested by tests/backends/test_vecmath.py).
+    Kernel keys are hashes of their source, so variants never share kernels; compiled
+    executables are forgotten on entry and exit."""
+    from functrace.backends import numba_cpu
+    from functrace.core import ScalarCode, registry
+    saved = {op: op.code.get("cpu") for op in registry.values()}
+    numba_cpu.clear_memory_caches()
+    try:
+        if libm:
+            for op, c in saved.items():
+                if c is not None and not isinstance(c, str) and hasattr(c.expr, "vecmath") \
+                        and op.name != "logistic":          # no numpy function of that name
+                    op.code["cpu"] = ScalarCode(f"np.{op.name}({{0}})", c.kinds, c.alone)
+        yield
+    finally:
+        for op, c in saved.items():
+            if c is not None:
+                op.code["cpu"] = c
+        numba_cpu.clear_memory_caches()
+
+
+# --------------------------------------------------------------------------------------------
+# triage: alone or only in its batch, and a smaller program
+# --------------------------------------------------------------------------------------------
+
+def _fails(progs, check_prefix=None, **kw) -> bool:
+    try:
+        found = check_batch(progs, **kw)
+    except Exception as exc:        # a crash is a failure of its own kind
+        return check_prefix in (None, "crash") or bool(repr(exc) and check_prefix is None)
+    return any(check_prefix is None or m.check.startswith(check_prefix) for m in found)
+
+
+def _kind(m: Mismatch) -> str:
+    return m.check.split(",")[0]
+
+
+def triage(batch: list[Prog], found: list[Mismatch], libm: bool, backend="cpu",
+           shrink_budget: int = 40) -> list[str]:
+    """Reports for the mismatches of a batch: each mismatched program is re-run alone and,
+    if it still fails, shrunk (the report holds the program, a smaller one and the check);
+    one that only fails in its batch is reported with the batch. (Compiled kernels carry no
+    fast-math flag, so no mismatch is excused as a known one.)"""
+    reports = []
+    by_prog: dict = {}
+    for m in found:
+        by_prog.setdefault(m.index, []).append(m)
+    for k, ms in by_prog.items():
+        if k is None:
+            reports.append(f"{ms[0]!r}\nin the batch:\n" + "\n".join(repr(p) for p in batch))
+            continue
+        prog = batch[k]
+        kinds = {_kind(m) for m in ms}
+        with kernel_variant(libm=libm):
+            alone = [m for m in check_batch([prog], backend) if _kind(m) in kinds]
+        if not alone:
+            reports.append(f"{ms[0]!r}\nonly fails in its batch of {len(batch)}:\n"
+                           + "\n".join(repr(p) for p in batch))
+            continue
+        kind = _kind(alone[0])
+        with kernel_variant(libm=libm):
+            small = shrink(prog, lambda p: _fails([p], kind, backend=backend), shrink_budget)
+        reports.append(f"{ms[0]!r}\nshrunk ({kind}):\n{small!r}\n{small.source()}")
+    return reports
+
+
+def shrink(prog: Prog, fails, budget: int = 40) -> Prog:
+    """A smaller program for which ``fails`` still holds (greedy: fewer outputs, a prefix,
+    steps bypassed, no special values)."""
+    calls = [0]
+
+    def ok(p):
+        if calls[0] >= budget:
+            return False
+        calls[0] += 1
+        try:
+            return fails(p)
+        except Exception:
+            return False
+
+    changed = True
+    while changed and calls[0] < budget:
+        changed = False
+        for cand in _candidates(prog):
+            if ok(cand):
+                prog, changed = cand, True
+                break
+    return prog
+
+
+def _candidates(prog: Prog):
+    n_in = len(prog.inputs)
+    if len(prog.outputs) > 1:
+        for o in prog.outputs:
+            yield dataclasses.replace(prog, outputs=(o,))
+    last = max(prog.outputs)
+    for v in range(n_in, last):             # a prefix of the program
+        yield _dce(dataclasses.replace(prog, outputs=(v,)))
+    shapes = value_shapes(prog)
+    for i, s in enumerate(prog.steps):      # bypass a step whose argument has its shape
+        v = n_in + i
+        for a in s.args:
+            if shapes[a] == shapes[v] and a != v:
+                yield _dce(_replace_value(prog, v, a))
+                break
+    for i in range(len(prog.steps) - 1, -1, -1):     # a step's value as a new input instead
+        yield _dce(_as_input(prog, n_in + i, shapes[n_in + i]))
+    if prog.special:
+        yield dataclasses.replace(prog, special=0.0)
+
+
+def _as_input(prog: Prog, v: int, shape) -> Prog:
+    """``prog`` with value ``v`` read from a new last input instead of computed."""
+    n_in = len(prog.inputs)
+
+    def remap(a):
+        return n_in if a == v else a + 1 if a >= n_in else a
+    steps = [dataclasses.replace(s, args=tuple(remap(a) for a in s.args))
+             for s in prog.steps]
+    steps[v - n_in] = Step("negative", (n_in,))      # dead once v's readers read the input
+    return dataclasses.replace(prog, inputs=prog.inputs + (tuple(shape),), steps=tuple(steps),
+                               outputs=tuple(remap(o) for o in prog.outputs))
+
+
+def _replace_value(prog: Prog, v: int, a: int) -> Prog:
+    steps = [dataclasses.replace(s, args=tuple(a if x == v else x for x in s.args))
+             for s in prog.steps]
+    return dataclasses.replace(prog, steps=tuple(steps),
+                               outputs=tuple(a if o == v else o for o in prog.outputs))
+
+
+def _dce(prog: Prog) -> Prog:
+    """Drop the steps no output depends on (renumbering the values)."""
+    n_in = len(prog.inputs)
+    live = set(prog.outputs)
+    for i in range(len(prog.steps) - 1, -1, -1):
+        if n_in + i in live:
+            live.update(prog.steps[i].args)
+    new_index = {i: i for i in range(n_in)}
+    steps = []
+    for i, s in enumerate(prog.steps):
+        if n_in + i in live:
+            new_index[n_in + i] = n_in + len(steps)
+            steps.append(dataclasses.replace(s, args=tuple(new_index[a] for a in s.args)))
+    return dataclasses.replace(prog, steps=tuple(steps),
+                               outputs=tuple(dict.fromkeys(new_index[o] for o in prog.outputs)))

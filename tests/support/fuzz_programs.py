@@ -1,0 +1,700 @@
+"""Random programs for the differential fuzzer (``tests/backends/test_fuzz.py``, docs/testing.md).
+
+A *program* is data: input shapes, a list of steps (an op, the values it reads, its constant
+parameters) and the values it returns. ``run_program(prog, xp, args)`` evaluates it with any
+numpy-like namespace: ``xp=np`` on arrays is the plain-numpy reference, ``xp=fnp`` inside a
+transform is the functrace program. So one description gives both sides of every comparison,
+and a failing program prints as a literal that ``tests/support/fuzz_regressions.py`` keeps.
+
+``programs()`` is the hypothesis strategy: 5-20 steps drawn from elementwise math (unary,
+binary, with constants, ``where``, ``clip``, integer powers), broadcasts, reductions over
+axes, views (reshape, transpose, slices with steps, flips, squeeze/expand, swapaxes),
+contractions (matmul, dot, einsum), gathers (integer-array indexing, ``take``),
+``concatenate``, ``pad`` and ``cumsum``, in float32 or float64. Input values come from a
+drawn seed: ordinary values mixed with +-0, +-inf, NaN, subnormals and huge values for value
+checks; ordinary values of moderate size for gradient checks.
+
+The checks themselves (compiled vs interpreter vs numpy, jit(grad) vs grad, vmap vs a loop,
+with their tolerances) are in ``tests/support/fuzz_check.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+from collections.abc import Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+
+__all__ = ["Step", "Prog", "S", "P", "programs", "generate", "random_program", "random_batch",
+           "run_program", "make_args", "value_shapes", "BASES", "fuzz_seed"]
+
+MAX_SIZE = 48          # elements per value: kernels compile the same, numpy stays cheap
+MAX_DIM = 5
+
+# --------------------------------------------------------------------------------------------
+# program data
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """``op`` (a key of ``OPS``) applied to the values ``args`` with constants ``params``."""
+
+    op: str
+    args: tuple[int, ...]
+    params: tuple = ()
+
+    def __repr__(self):
+        return f"S({self.op!r}, {self.args!r}, {self.params!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Prog:
+    """A program: value ``i < len(inputs)`` is input ``i``, value ``len(inputs) + k`` is the
+    result of ``steps[k]``; ``outputs`` are value indices. ``seed`` makes the input values;
+    ``special`` is the fraction of special values (inf, NaN, +-0, subnormal, huge) in the
+    value-check inputs; ``values`` (nested tuples, one per input) replaces them, for
+    hand-written regressions."""
+
+    dtype: str
+    inputs: tuple[tuple[int, ...], ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]
+    seed: int = 0
+    special: float = 0.25
+    values: tuple | None = None
+
+    def __repr__(self):
+        steps = ",\n    ".join(repr(s) for s in self.steps)
+        extra = "" if self.values is None else f", values={self.values!r}"
+        return (f"P({self.dtype!r}, {self.inputs!r}, (\n    {steps},\n), "
+                f"outputs={self.outputs!r}, seed={self.seed}, special={self.special}{extra})")
+
+    def source(self) -> str:
+        """The program as readable Python (``xp`` is numpy or functrace.numpy)."""
+        n = len(self.inputs)
+        names = [f"x{i}" for i in range(n)]
+        lines = [f"def f({', '.join(names)}):"]
+        for k, s in enumerate(self.steps):
+            names.append(f"v{n + k}")
+            args = ", ".join(names[a] for a in s.args)
+            lines.append(f"    {names[-1]} = {s.op}({args}{', ' if s.params else ''}"
+                         f"{', '.join(repr(p) for p in s.params)})")
+        lines.append(f"    return {', '.join(names[o] for o in self.outputs)}")
+        return "\n".join(lines)
+
+
+S, P = Step, Prog       # short names for the literals printed by repr (fuzz_regressions.py)
+
+
+def value_shapes(prog: Prog) -> list[tuple[int, ...]]:
+    """Shape of every value of the program (by evaluating it on zeros with numpy)."""
+    vals = run_program(prog, np, [np.zeros(s, prog.dtype) for s in prog.inputs], all_values=True)
+    return [np.shape(v) for v in vals]
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation: one table, any numpy-like namespace
+# --------------------------------------------------------------------------------------------
+
+def _const(c, dt):
+    """A constant parameter: a Python float stays a (weakly typed) scalar, a nested tuple
+    becomes an array of the program's dtype."""
+    if isinstance(c, tuple):
+        return np.asarray(c, dtype=dt)
+    return c
+
+
+def _slice_index(spec):
+    return tuple(slice(*e) if isinstance(e, tuple) else e for e in spec)
+
+
+def _unary(name):
+    return lambda xp, dt, a: getattr(xp, name)(a)
+
+
+def _binary(name):
+    return lambda xp, dt, a, b: getattr(xp, name)(a, b)
+
+
+def _binary_const(name):
+    def f(xp, dt, a, c, side):
+        c = _const(c, dt)
+        fn = getattr(xp, name)
+        return fn(a, c) if side == 0 else fn(c, a)
+    return f
+
+
+def _reduce(xp, dt, a, name, axis, keepdims):
+    return getattr(xp, name)(a, axis=axis, keepdims=keepdims)
+
+
+def _where(xp, dt, c1, c2, a, b):
+    return xp.where(xp.greater(c1, c2), a, b)
+
+
+def _where_const(xp, dt, c1, a, b, thr):
+    return xp.where(c1 > _const(thr, dt), a, b)
+
+
+def _expand_broadcast(xp, dt, a, axis, shape):
+    return xp.broadcast_to(xp.expand_dims(a, axis), shape)
+
+
+def _matmul(xp, dt, a, b):
+    return xp.matmul(a, b)
+
+
+def _matmul_const(xp, dt, a, c, side):
+    c = _const(c, dt)
+    return xp.matmul(a, c) if side == 0 else xp.matmul(c, a)
+
+
+def _matmul_self_t(xp, dt, a, side):
+    t = xp.swapaxes(a, -1, -2)
+    return xp.matmul(a, t) if side == 0 else xp.matmul(t, a)
+
+
+def _gather(xp, dt, a, idx, axis):
+    idx = np.asarray(idx, dtype=np.int64)
+    if axis == 0:
+        return a[idx]
+    return xp.take(a, idx, axis=axis)
+
+
+def _concat_const(xp, dt, a, c, axis, side):
+    c = _const(c, dt)
+    return xp.concatenate([a, c] if side == 0 else [c, a], axis=axis)
+
+
+#: op key -> function(xp, dtype, *arg values, *params)
+OPS: dict = {
+    "reshape": lambda xp, dt, a, shape: xp.reshape(a, shape),
+    "transpose": lambda xp, dt, a, perm: xp.transpose(a, perm),
+    "slice": lambda xp, dt, a, spec: a[_slice_index(spec)],
+    "flip": lambda xp, dt, a, axis: xp.flip(a, axis),
+    "squeeze": lambda xp, dt, a, axis: xp.squeeze(a, axis),
+    "swapaxes": lambda xp, dt, a, i, j: xp.swapaxes(a, i, j),
+    "moveaxis": lambda xp, dt, a, i, j: xp.moveaxis(a, i, j),
+    "ravel": lambda xp, dt, a: xp.ravel(a),
+    "expand_broadcast": _expand_broadcast,
+    "broadcast_to": lambda xp, dt, a, shape: xp.broadcast_to(a, shape),
+    "reduce": _reduce,
+    "cumsum": lambda xp, dt, a, axis: xp.cumsum(a, axis=axis),
+    "where": _where,
+    "where_const": _where_const,
+    "clip": lambda xp, dt, a, lo, hi: xp.clip(a, lo, hi),
+    "ipow": lambda xp, dt, a, k: a ** k,
+    "matmul": _matmul,
+    "matmul_const": _matmul_const,
+    "matmul_self_t": _matmul_self_t,
+    "einsum": lambda xp, dt, *a: xp.einsum(a[-1], *a[:-1]),
+    "gather": _gather,
+    "concat": lambda xp, dt, a, b, axis: xp.concatenate([a, b], axis=axis),
+    "concat_const": _concat_const,
+    "pad": lambda xp, dt, a, width, c: xp.pad(a, width, constant_values=c),
+}
+
+UNARY = ["negative", "abs", "exp", "log", "sin", "cos", "tanh", "sqrt", "square", "expm1",
+         "log1p", "arctan", "tan", "sinh", "cosh", "arcsinh", "exp2", "log2", "log10",
+         "reciprocal", "floor", "sign", "cbrt", "rint", "arcsin", "arccos", "arctanh",
+         "arccosh", "ceil", "trunc", "fabs", "deg2rad"]
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "arctan2",
+          "hypot", "logaddexp", "copysign", "fmod", "floor_divide", "remainder", "heaviside"]
+REDUCE = ["sum", "max", "min", "mean", "prod"]
+for _n in UNARY:
+    OPS[_n] = _unary(_n)
+for _n in BINARY:
+    OPS[_n] = _binary(_n)
+    OPS[_n + "_c"] = _binary_const(_n)
+
+
+def run_program(prog: Prog, xp, args: Sequence, all_values: bool = False):
+    """Evaluate ``prog`` with namespace ``xp`` (numpy, or functrace.numpy under a transform).
+    Returns the list of outputs (every value with ``all_values``)."""
+    dt = np.dtype(prog.dtype)
+    # with numpy, every value stays an array: numpy's scalar arithmetic is not its ufuncs'
+    # (np.float32(-2.9743292) ** 2 is 8.846635, np.square gives 8.846634)
+    wrap = np.asarray if xp is np else (lambda v: v)
+    vals = [wrap(a) for a in args]
+    with np.errstate(all="ignore"):
+        for s in prog.steps:
+            vals.append(wrap(OPS[s.op](xp, dt, *[vals[a] for a in s.args], *s.params)))
+    if all_values:
+        return vals
+    return [vals[o] for o in prog.outputs]
+
+
+# --------------------------------------------------------------------------------------------
+# input values
+# --------------------------------------------------------------------------------------------
+
+SPECIAL64 = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-310, -2.2250738585072014e-308,
+             1e300, -1e300, 1.7976931348623157e308, -1e30, 710.0, -746.0, 1e16, 1.0, -1.0, 0.5]
+SPECIAL32 = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40, -1.1754944e-38, 1e38,
+             -1e38, 3.4028235e38, -1e20, 89.0, -104.0, 1e8, 1.0, -1.0, 0.5]
+
+
+def make_args(prog: Prog, kind: str, batch: int | None = None) -> list[np.ndarray]:
+    """Input arrays: ``kind="special"`` mixes ordinary values with special ones,
+    ``kind="smooth"`` gives moderate values (gradient checks). ``batch``: a leading axis."""
+    rng = np.random.default_rng([prog.seed, 0 if kind == "special" else 1, batch or 0])
+    dt = np.dtype(prog.dtype)
+    if kind == "special" and prog.values is not None and not batch:
+        return [np.asarray(v, dtype=dt).reshape(s) for v, s in zip(prog.values, prog.inputs)]
+    out = []
+    for shape in prog.inputs:
+        shape = ((batch,) if batch else ()) + tuple(shape)
+        if kind == "smooth":
+            x = rng.uniform(0.25, 1.75, shape) * rng.choice([-1.0, 1.0], shape)
+        else:
+            x = rng.uniform(-3, 3, shape)
+            special = np.array(SPECIAL64 if dt == np.float64 else SPECIAL32)
+            mask = rng.random(shape) < prog.special
+            x = np.where(mask, rng.choice(special, shape), x)
+        out.append(np.asarray(x, dtype=dt))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# generation: the same code draws from a random.Random or through hypothesis
+# --------------------------------------------------------------------------------------------
+
+def _size(shape) -> int:
+    return math.prod(shape)
+
+
+def _shapes(draw, base=None, max_rank=3, max_size=MAX_SIZE):
+    if base is not None and draw.int(0, 4) > 0:
+        # a batch of programs over related shapes fuses into fewer, larger kernels
+        shape = list(base[draw.int(0, len(base)):])
+        for i in range(len(shape)):
+            if draw.int(0, 5) == 0:
+                shape[i] = 1
+        if len(shape) > 1 and draw.int(0, 3) == 0:
+            shape = shape[::-1]
+        return tuple(shape)
+    rank = draw.int(0, max_rank)
+    dims = []
+    for _ in range(rank):
+        dims.append(draw.int(1, MAX_DIM))
+        if _size(dims) > max_size:
+            dims[-1] = 1
+    return tuple(dims)
+
+
+def _factorisations(n: int, max_rank=4):
+    """Shapes of size ``n`` (rank <= max_rank, dims <= 2 * MAX_DIM)."""
+    out = [(n,)] if n <= 2 * MAX_DIM * 4 else []
+    if n == 1:
+        out += [(), (1, 1)]
+
+    def rec(rest, prefix):
+        if len(prefix) >= max_rank:
+            return
+        for d in range(1, min(rest, 2 * MAX_DIM) + 1):
+            if rest % d == 0:
+                shape = prefix + (d,)
+                if rest // d == 1:
+                    out.append(shape)
+                else:
+                    rec(rest // d, shape)
+    rec(n, ())
+    return sorted(set(out)) or [(n,)]
+
+
+def _scalar(draw, dt):
+    return draw.pick([2.0, 0.5, -3.0, 1.5, -0.0, 0.0, 1e-3, 7.0, -1.0])
+
+
+def _const_array(draw, shape, dt, rng):
+    x = rng.uniform(-2, 2, shape).astype(dt)
+    return _totuple(x)
+
+
+def _totuple(x):
+    if x.ndim == 0:
+        return float(x)
+    return tuple(_totuple(r) if r.ndim else float(r) for r in x)
+
+
+def _compatible(shape_a, shape_b):
+    try:
+        out = np.broadcast_shapes(shape_a, shape_b)
+    except ValueError:
+        return None
+    return out if _size(out) <= MAX_SIZE else None
+
+
+def _pick_value(draw, shapes, pred=lambda s: True, recent=True):
+    """A value index: usually one of the last few (chains), sometimes any earlier value."""
+    ok = [i for i, s in enumerate(shapes) if pred(s)]
+    if not ok:
+        return None
+    if recent and draw.int(0, 9) < 7:
+        return ok[-1 - draw.int(0, min(2, len(ok) - 1))]
+    return draw.pick(ok)
+
+
+def _broadcastable_shape(draw, shape):
+    """A shape that broadcasts against ``shape`` (a suffix, with some axes set to 1)."""
+    k = draw.int(0, len(shape))
+    sub = list(shape[k:])
+    for i in range(len(sub)):
+        if draw.int(0, 3) == 0:
+            sub[i] = 1
+    return tuple(sub)
+
+
+def _draw_step(draw, shapes, dt, rng):
+    """One step: (Step, its result shape) or None when the drawn kind does not fit."""
+    kind = draw.pick(
+        ["unary"] * 5 + ["binary"] * 4 + ["binary_c"] * 3 + ["view"] * 6 + ["reduce"] * 3 +
+        ["where"] * 2 + ["ipow", "clip", "matmul", "matmul", "einsum", "gather", "gather",
+                         "concat", "pad", "cumsum", "broadcast"])
+    a = _pick_value(draw, shapes)
+    sa = shapes[a]
+    if kind == "unary":
+        return Step(draw.pick(UNARY), (a,)), sa
+    if kind == "binary":
+        name = draw.pick(BINARY)
+        if draw.int(0, 5) == 0:
+            return Step(name, (a, a)), sa
+        b = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, recent=False)
+        if b is None:
+            return None
+        return Step(name, (a, b) if draw.bool() else (b, a)), _compatible(sa, shapes[b])
+    if kind == "binary_c":
+        name = draw.pick(BINARY)
+        if sa and draw.int(0, 2) == 0:
+            c = _const_array(draw, _broadcastable_shape(draw, sa), dt, rng)
+        else:
+            c = _scalar(draw, dt)
+        return Step(name + "_c", (a,), (c, draw.int(0, 1))), sa
+    if kind == "ipow":
+        return Step("ipow", (a,), (draw.pick([2, 3, -1, 4, 0, 1]),)), sa
+    if kind == "clip":
+        lo = draw.pick([-1.0, -0.5, 0.0])
+        return Step("clip", (a,), (lo, lo + draw.pick([0.5, 1.0, 2.0]))), sa
+    if kind == "where":
+        if draw.bool():
+            c = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, False)
+            b = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, False)
+            if b is None or c is None:
+                return None
+            out = _compatible(_compatible(sa, shapes[c]), shapes[b])
+            if out is None:
+                return None
+            return Step("where", (a, c, a, b)), out
+        b = _pick_value(draw, shapes, lambda s: _compatible(sa, s) is not None, False)
+        if b is None:
+            return None
+        out = _compatible(sa, shapes[b])
+        return Step("where_const", (a, a, b), (draw.pick([0.0, 0.5, -1.0]),)), out
+    if kind == "reduce":
+        name = draw.pick(REDUCE)
+        keep = draw.bool()
+        if not sa or draw.int(0, 4) == 0:
+            axis = None
+            out = (1,) * len(sa) if keep else ()
+        elif draw.bool():
+            ax = draw.int(0, len(sa) - 1)
+            axis = ax - len(sa) if draw.bool() else ax
+            out = tuple(1 if i == ax else d for i, d in enumerate(sa)) if keep else \
+                tuple(d for i, d in enumerate(sa) if i != ax)
+        else:
+            axs = tuple(sorted({draw.int(0, len(sa) - 1)
+                                for _ in range(draw.int(1, len(sa)))}))
+            axis = axs
+            out = tuple(1 if i in axs else d for i, d in enumerate(sa)) if keep else \
+                tuple(d for i, d in enumerate(sa) if i not in axs)
+        return Step("reduce", (a,), (name, axis, keep)), out
+    if kind == "cumsum":
+        if not sa:
+            return None
+        ax = draw.int(0, len(sa) - 1)
+        return Step("cumsum", (a,), (ax,)), sa
+    if kind == "broadcast":
+        lead = draw.int(1, 3)
+        shape = (lead,) + tuple(sa)
+        if _size(shape) > MAX_SIZE:
+            return None
+        if sa and draw.bool():
+            ax = draw.int(0, len(sa))
+            shape = sa[:ax] + (lead,) + sa[ax:]
+            return Step("expand_broadcast", (a,), (ax, shape)), shape
+        return Step("broadcast_to", (a,), (shape,)), shape
+    if kind == "view":
+        return _draw_view(draw, a, sa)
+    if kind == "matmul":
+        return _draw_matmul(draw, shapes, a, sa, dt, rng)
+    if kind == "einsum":
+        if len(sa) != 2:
+            return None
+        pattern = draw.pick(["ij->ji", "ij->i", "ij,ij->i", "ij,kj->ik",
+                                        "ij,jk->ik"])
+        m, n = sa
+        if pattern.count(",") == 0:
+            out = (n, m) if pattern == "ij->ji" else (m,)
+            return Step("einsum", (a,), (pattern,)), out
+        if pattern == "ij,ij->i":
+            return Step("einsum", (a, a), (pattern,)), (m,)
+        if pattern == "ij,kj->ik":
+            b = _pick_value(draw, shapes, lambda s: len(s) == 2 and s[1] == n, False)
+            if m * shapes[b][0] > MAX_SIZE:
+                return None
+            return Step("einsum", (a, b), (pattern,)), (m, shapes[b][0])
+        b = _pick_value(draw, shapes, lambda s: len(s) == 2 and s[0] == n, False)
+        if b is None or m * shapes[b][1] > MAX_SIZE:
+            return None
+        return Step("einsum", (a, b), (pattern,)), (m, shapes[b][1])
+    if kind == "gather":
+        if not sa:
+            return None
+        ax = draw.int(0, len(sa) - 1)
+        n = sa[ax]
+        k = draw.int(1, 6)
+        idx = tuple(int(i) for i in rng.integers(-n, n, k))
+        if draw.bool():
+            idx = tuple(i % n for i in idx)
+        out = sa[:ax] + (k,) + sa[ax + 1:]
+        if _size(out) > MAX_SIZE:
+            return None
+        return Step("gather", (a,), (idx, ax)), out
+    if kind == "concat":
+        if not sa:
+            return None
+        ax = draw.int(0, len(sa) - 1)
+        b = _pick_value(draw, shapes, lambda s: len(s) == len(sa) and all(
+            d == e for i, (d, e) in enumerate(zip(s, sa)) if i != ax), False)
+        if b is None:
+            return None
+        out = sa[:ax] + (sa[ax] + shapes[b][ax],) + sa[ax + 1:]
+        if _size(out) > MAX_SIZE:
+            return None
+        if draw.int(0, 2) == 0:
+            cshape = sa[:ax] + (draw.int(1, 2),) + sa[ax + 1:]
+            out = sa[:ax] + (sa[ax] + cshape[ax],) + sa[ax + 1:]
+            if _size(out) > MAX_SIZE:
+                return None
+            return Step("concat_const", (a,), (_const_array(draw, cshape, dt, rng), ax,
+                                               draw.int(0, 1))), out
+        return Step("concat", (a, b), (ax,)), out
+    if kind == "pad":
+        if not sa:
+            return None
+        width = tuple((draw.int(0, 2), draw.int(0, 2)) for _ in sa)
+        out = tuple(d + lo + hi for d, (lo, hi) in zip(sa, width))
+        if _size(out) > MAX_SIZE:
+            return None
+        return Step("pad", (a,), (width, draw.pick([0.0, 1.0, -0.0]))), out
+    raise AssertionError(kind)
+
+
+def _draw_view(draw, a, sa):
+    what = draw.pick(["reshape", "reshape", "transpose", "transpose", "slice",
+                                 "slice", "flip", "squeeze", "swapaxes", "moveaxis", "ravel"])
+    if what == "reshape":
+        new = draw.pick(_factorisations(_size(sa)))
+        if new and draw.int(0, 3) == 0:      # numpy's -1
+            i = draw.int(0, len(new) - 1)
+            return Step("reshape", (a,), (new[:i] + (-1,) + new[i + 1:],)), new
+        return Step("reshape", (a,), (new,)), new
+    if what == "ravel":
+        return Step("ravel", (a,)), (_size(sa),)
+    if not sa:
+        return None
+    if what == "transpose":
+        perm = draw.perm(range(len(sa)))
+        if draw.int(0, 4) == 0:
+            return Step("transpose", (a,), (None,)), sa[::-1]
+        return Step("transpose", (a,), (perm,)), tuple(sa[p] for p in perm)
+    if what == "slice":
+        spec, out = [], []
+        for d in sa:
+            if draw.int(0, 2) == 0:
+                spec.append((None, None, None))
+                out.append(d)
+                continue
+            step = draw.pick([1, 1, 2, -1, -2, 3])
+            start = draw.int(-d, d - 1)
+            stop = draw.pick([None, d, -1, 1, 0])
+            n = len(range(*slice(start, stop, step).indices(d)))
+            if n == 0:
+                start, stop = None, None
+                n = len(range(*slice(None, None, step).indices(d)))
+            spec.append((start, stop, step))
+            out.append(n)
+        if draw.int(0, 4) == 0:      # an integer index drops the axis
+            ax = draw.int(0, len(sa) - 1)
+            spec[ax] = draw.int(-sa[ax], sa[ax] - 1)
+            out[ax] = None
+        return Step("slice", (a,), (tuple(spec),)), tuple(d for d in out if d is not None)
+    if what == "flip":
+        ax = draw.int(0, len(sa) - 1)
+        return Step("flip", (a,), (ax,)), sa
+    if what == "squeeze":
+        ones = [i for i, d in enumerate(sa) if d == 1]
+        if not ones:
+            return None
+        ax = draw.pick(ones)
+        return Step("squeeze", (a,), (ax,)), tuple(d for i, d in enumerate(sa) if i != ax)
+    i, j = draw.int(0, len(sa) - 1), draw.int(0, len(sa) - 1)
+    if what == "swapaxes":
+        s = list(sa)
+        s[i], s[j] = s[j], s[i]
+        return Step("swapaxes", (a,), (i, j)), tuple(s)
+    s = list(sa)
+    d = s.pop(i)
+    s.insert(j, d)
+    return Step("moveaxis", (a,), (i, j)), tuple(s)
+
+
+def _draw_matmul(draw, shapes, a, sa, dt, rng):
+    if not sa:
+        return None
+    k = sa[-1]
+    how = draw.pick(["value", "const", "self_t"])
+    if how == "self_t":
+        if len(sa) < 2:
+            return None
+        side = draw.int(0, 1)
+        m = sa[-2] if side == 0 else sa[-1]
+        out = sa[:-2] + (m, m)
+        if _size(out) > MAX_SIZE:
+            return None
+        return Step("matmul_self_t", (a,), (side,)), out
+    if how == "value":
+        if len(sa) > 2:
+            ok = lambda s: len(s) == len(sa) and s[:-2] == sa[:-2] and s[-2] == k  # noqa: E731
+        else:
+            ok = lambda s: 1 <= len(s) <= 2 and s[0] == k  # noqa: E731
+        b = _pick_value(draw, shapes, ok, False)
+        if b is not None:
+            sb = shapes[b]
+            out = np.broadcast_shapes(sa[:-2], sb[:-2]) + sa[-2:-1] + sb[-1:] \
+                if len(sb) >= 2 else sa[:-1]
+            if len(sa) == 1 and len(sb) == 2:
+                out = sb[-1:]
+            if _size(out) <= MAX_SIZE:
+                return Step("matmul", (a, b)), tuple(out)
+    n = draw.int(1, 4)
+    cshape = (k, n) if draw.bool() else (k,)
+    if len(sa) == 1 and len(cshape) == 1:
+        out = ()
+    elif len(cshape) == 1:
+        out = sa[:-1]
+    else:
+        out = sa[:-1] + (n,)
+    if _size(out) > MAX_SIZE:
+        return None
+    return Step("matmul_const", (a,), (_const_array(draw, cshape, dt, rng), 0)), out
+
+
+class RandomDraw:
+    """Choices from a ``random.Random`` (bulk runs: program ``j`` of seed ``s`` is
+    ``random_program(s, j)``, reproducible on its own)."""
+
+    def __init__(self, rnd: random.Random):
+        self.rnd = rnd
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.rnd.randint(lo, hi)
+
+    def pick(self, seq):
+        return self.rnd.choice(list(seq))
+
+    def bool(self) -> bool:
+        return self.rnd.random() < 0.5
+
+    def perm(self, seq) -> tuple:
+        out = list(seq)
+        self.rnd.shuffle(out)
+        return tuple(out)
+
+
+class HypothesisDraw:
+    """The same choices drawn by hypothesis (so its shrinker can simplify a program)."""
+
+    def __init__(self, draw):
+        self.draw = draw
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.draw(st.integers(lo, hi))
+
+    def pick(self, seq):
+        return self.draw(st.sampled_from(list(seq)))
+
+    def bool(self) -> bool:
+        return self.draw(st.booleans())
+
+    def perm(self, seq) -> tuple:
+        return tuple(self.draw(st.permutations(list(seq))))
+
+
+#: shapes the inputs of a batch's programs derive from (so their kernels fuse): see generate
+BASES = [(4, 6), (3, 5), (2, 3, 4), (6,), (5, 2), (3, 1, 4)]
+
+
+def fuzz_seed() -> int:
+    """The run's seed: ``FUNCTRACE_FUZZ_SEED`` (default 0); ``random`` picks one and writes it
+    back to the environment, so subprocesses (the CUDA simulator's) use the same."""
+    v = os.environ.get("FUNCTRACE_FUZZ_SEED", "0")
+    if v == "random":
+        v = str(random.SystemRandom().randrange(2**31))
+        os.environ["FUNCTRACE_FUZZ_SEED"] = v
+    return int(v)
+
+
+def random_program(seed: int, index: int, base=None, **kw) -> Prog:
+    """Program ``index`` of run ``seed`` (``base``: see ``generate``)."""
+    return generate(RandomDraw(random.Random(f"functrace-fuzz {seed} {index}")), base=base,
+                    **kw)
+
+
+def random_batch(seed: int, index: int, size: int) -> list[Prog]:
+    """Batch ``index`` of run ``seed``: ``size`` programs over one base shape."""
+    rnd = random.Random(f"functrace-fuzz-batch {seed} {index}")
+    base = rnd.choice(BASES)
+    return [random_program(seed, index * size + j, base) for j in range(size)]
+
+
+@st.composite
+def programs(draw, **kw):
+    """The hypothesis strategy of programs (``generate``'s arguments)."""
+    return generate(HypothesisDraw(draw), **kw)
+
+
+def generate(draw, dtypes=("float64", "float32"), min_steps=5, max_steps=20,
+             base=None) -> Prog:
+    """A random program (see the module docstring) from ``draw`` (``RandomDraw`` or
+    ``HypothesisDraw``). ``base``: a shape most inputs derive from (suffixes, unit axes,
+    reversed), so a batch of programs shares loop shapes."""
+    dt = draw.pick(list(dtypes))
+    n_in = draw.int(1, 3)
+    inputs = tuple(_shapes(draw, base) for _ in range(n_in))
+    seed = draw.int(0, 2**31 - 1)
+    rng = np.random.default_rng(seed + 1)      # constants and gather indices
+    shapes = list(inputs)
+    steps = []
+    n_steps = draw.int(min_steps, max_steps)
+    tries = 0
+    while len(steps) < n_steps and tries < 4 * max_steps:
+        tries += 1
+        got = _draw_step(draw, shapes, np.dtype(dt), rng)
+        if got is None:
+            continue
+        step, shape = got
+        steps.append(step)
+        shapes.append(tuple(shape))
+    last = len(shapes) - 1
+    extra = {draw.int(n_in, last) for _ in range(draw.int(0, 2))}
+    outputs = tuple(sorted(set(extra) - {last})) + (last,)
+    special = draw.pick([0.0, 0.1, 0.25, 0.5])
+    prog = Prog(dt, inputs, tuple(steps), outputs, seed, special)
+    assert value_shapes(prog)[-1] == shapes[-1], prog      # the generator knows numpy's shapes
+    return prog
