@@ -31,6 +31,11 @@ def pytest_report_header(config):
             "(FUNCTRACE_FUZZ_SEED=random explores new ones)"]
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The seed again at the end, where ``-q`` (which drops the header) still shows it."""
+    terminalreporter.write_line(pytest_report_header(None)[0])
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``slow`` run only when asked for (``-m slow``, or any ``-m`` expression
     naming ``slow``); the default run skips them."""
