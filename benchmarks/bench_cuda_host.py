@@ -71,7 +71,7 @@ def _noop(*args):
 def stand_in_arrays():
     from numba import typeof, types
 
-    from functrace.backends import cuda_device
+    from functrace.backends.cuda import device as cuda_device
 
     class Launch(cuda_device._Launch):
         __slots__ = ()
@@ -139,7 +139,8 @@ def main() -> int:
     opts = ap.parse_args()
     import functrace as ft
     import functrace.numpy as fnp
-    from functrace.backends import numba_cuda, numpy_ref
+    from functrace.backends import reference as numpy_ref
+    from functrace.backends.cuda import executor as numba_cuda
     from functrace.passes.simplify import optimize
 
     def step(x):

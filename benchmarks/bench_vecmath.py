@@ -1,4 +1,4 @@
-"""Benchmark functrace.backends.vecmath against numpy ufuncs and libm-in-numba.
+"""Benchmark functrace.backends.cpu.vecmath against numpy ufuncs and libm-in-numba.
 
 For each function and dtype (float64, float32), times over 1e6 elements:
   * ``vm``    -- ``out[i] = vm.v<fn>(x[i])`` in an njit loop (JIT_OPTIONS),
@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 try:
-    from functrace.backends import vecmath as vm
+    from functrace.backends.cpu import vecmath as vm
 except ImportError:  # run from a checkout without the package __init__ files
     _p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                       "functrace", "backends", "vecmath.py")

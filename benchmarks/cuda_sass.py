@@ -131,8 +131,8 @@ def main() -> int:
         print("needs ptxas and cuobjdump on PATH (see the docstring)", file=sys.stderr)
         return 2
     import functrace as ft
-    from functrace.backends import numba_cuda
-    from functrace.backends.cuda_device import _cuda
+    from functrace.backends.cuda import executor as numba_cuda
+    from functrace.backends.cuda.device import _cuda
     cuda = _cuda()       # numba-cuda, imported with the project's numpy-compat shim
     from numba.cuda import dispatcher
 

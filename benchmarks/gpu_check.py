@@ -68,7 +68,7 @@ def gpu_or_exit():
         print("gpu_check: NUMBA_ENABLE_CUDASIM is set: this script needs a real GPU "
               "(the simulator tests are tests/backends/test_cuda_sim.py)")
         sys.exit(2)
-    from functrace.backends import numba_cuda
+    from functrace.backends.cuda import executor as numba_cuda
     why = numba_cuda.unavailable_reason()
     if why is not None:
         print(f"gpu_check: cannot run: {why}")
@@ -374,7 +374,7 @@ def _env_variant(cp, env: dict, make, args, want, what: str):
 
 
 def _print_lt_plans() -> None:
-    from functrace.backends.cublaslt import Lt
+    from functrace.backends.cuda.cublaslt import Lt
     plans = Lt.get().plans
     if not plans:
         print("  no cuBLASLt plan was made (see the warning above): the variant is cupy's")
@@ -575,7 +575,7 @@ def time_mlp(cp, jax, jnp, batch: int, rounds: int, seconds: float) -> None:
         gemms["jax x @ w1 (highest)"] = lambda: jm(xj, wj)
         gemms["jax x.T @ da (highest)"] = lambda: jt(xj, dj)
     try:           # the same products through tuned cuBLASLt plans (cublaslt.Lt)
-        from functrace.backends.cublaslt import GemmShape, Lt
+        from functrace.backends.cuda.cublaslt import GemmShape, Lt
         lt, st = Lt.get(), cp.cuda.Stream(non_blocking=False)
         for name, sh, a, b in (
                 ("lt x @ w1", GemmShape(batch, 2048, 784, False, False, "float32"), x, w1),

@@ -10,7 +10,7 @@ dropped every object that could reach it, is a memory leak in a long-running pro
 training loop over varying shapes, a server tracing user functions). So every cache here is
 bounded, and a cache keyed by a ``Graph`` holds the graph weakly and never lets its value
 refer to the graph (a value that refers to its own weak key keeps the key alive forever: the
-bug ``numpy_ref``'s plan cache had).
+bug the reference interpreter's plan cache had).
 
 Size: a cache holds at most ``int(scale * size())`` entries; ``size()`` is
 ``$FUNCTRACE_CACHE_SIZE`` (read at import, default 256), changed at run time with

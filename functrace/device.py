@@ -2,7 +2,7 @@
 
 Owns the user-facing side of GPU arrays: moving pytrees of arrays to and from the CUDA device,
 and ``array_module(x)`` (``xp`` = cupy for a cupy array, numpy otherwise). API level: imports
-tree_util and ``backends.numba_cuda`` (for the device-array adapter and its availability
+tree_util and ``backends.cuda`` (for the device-array adapter and its availability
 check). Importing this file imports neither cupy nor numba; a cupy array is recognised without
 importing cupy (a program holding one has imported it already).
 
@@ -67,7 +67,7 @@ def device_put(x: Any, device: str = "cuda") -> Any:
     idx = _device_index(device)
     if idx == -1:
         return device_get(x)
-    from .backends import numba_cuda
+    from .backends.cuda import executor as numba_cuda
     ar = numba_cuda.default_arrays()
 
     def put(leaf):

@@ -38,7 +38,7 @@ import numpy as np
 
 from . import tree_util
 from .arguments import check_callable, check_leaf_arg, flatten_fun
-from .backends import numpy_ref
+from .backends.registry import lookup_target
 from .core import AVal, Graph, on_device
 from .errors import FunctraceTypeError, FunctraceValueError, where
 from .passes.simplify import optimize
@@ -47,7 +47,6 @@ from .tracing import Tracer, current_trace, trace_to_graph
 
 __all__ = ["jit", "Jitted", "Lowered"]
 
-_BACKENDS = ("cpu", "numpy", "cuda")
 
 
 def jit(fun: Callable | None = None, *, backend: str = "cpu",
@@ -147,9 +146,7 @@ class Jitted:
     """A jit-compiled function (see ``ft.jit``)."""
 
     def __init__(self, fun, backend, static_argnums, donate_argnums, eager, threads):
-        if backend not in _BACKENDS:
-            raise FunctraceValueError(f"ft.jit: unknown backend {backend!r}; choose one of "
-                                      f"{_BACKENDS} ({where()})")
+        self._compile = lookup_target(backend, where())
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.backend = backend
@@ -263,14 +260,7 @@ class Jitted:
         return _Entry(graph, box[0], tr.consts, run, donate)
 
     def _backend_runner(self, graph: Graph, donate=()):
-        if self.backend == "numpy":
-            return lambda *xs: numpy_ref.run(graph, xs)
-        if self.backend == "cuda":   # the GPU is checked at the first call
-            from .backends import numba_cuda
-            return numba_cuda.compile(graph, donate=donate, eager=self.eager)
-        from .backends import numba_cpu
-        return numba_cpu.compile(graph, donate=donate, eager=self.eager,
-                                 parallel=self.threads)
+        return self._compile(graph, donate=donate, eager=self.eager, threads=self.threads)
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import tree_util
 from .arguments import check_leaf_arg, check_out_leaf, flatten_fun
-from .backends import numpy_ref
+from .backends import reference
 from .backends.malloc_tuning import tune_once
 from .core import Graph, Var, on_device
 from .passes.simplify import dce
@@ -53,7 +53,7 @@ def run_graph(graph, args):
     """Evaluate a transformed graph: re-bind into an enclosing trace, or interpret."""
     if current_trace() is not None or any(isinstance(a, Tracer) for a in args):
         return eval_graph(graph, list(args))
-    return numpy_ref.run(graph, args)
+    return reference.run(graph, args)
 
 
 def call_traced(trace, fun, in_tree, leaves):

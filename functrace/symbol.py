@@ -151,15 +151,15 @@ class Symbol:
             else:
                 outs = eval_graph(self.graph, leaves)
             return tree_util.tree_unflatten(self.out_tree, outs)
-        from .backends import numpy_ref
+        from .backends import reference
         leaves = self._check_args(args, kwargs)
         if self.guards:
-            outs = numpy_ref.run(self._checked_graph(), leaves)
+            outs = reference.run(self._checked_graph(), leaves)
             n = len(self.graph.outputs)
             self._check_guards(outs[n:])
             outs = outs[:n]
         else:
-            outs = numpy_ref.run(self.graph, leaves)
+            outs = reference.run(self.graph, leaves)
         return tree_util.tree_unflatten(self.out_tree, outs)
 
     def _structure_error(self, args, kwargs, leaves, tree):

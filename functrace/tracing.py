@@ -653,7 +653,7 @@ def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
     return op.impl(*arrays, **params)
 
 
-# Set by the reference interpreter (backends.numpy_ref) when it is imported: runs an impl on
+# Set by the reference interpreter (backends.reference) when it is imported: runs an impl on
 # operands some of which are GPU arrays (host operands copied to the device, an impl the
 # array module cannot run done on the host). A hook, so that this layer imports no backend.
 device_apply: Callable | None = None

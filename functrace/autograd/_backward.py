@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import ops
 from ..autodiff import vjp_graph
-from ..backends import numpy_ref
+from ..backends import reference
 from ..core import Eqn, Graph, Params, Var
 from ..errors import FunctraceError, FunctraceValueError, ShapeError, where
 from ..ops.elementwise import add_p
@@ -328,7 +328,7 @@ def _run(hist: _History, wrt, seeds, cts, create_graph: bool, train_mode: bool) 
         given = {id(a) for a in args + cts}
         t_cur = CURRENT_TRACE.set(None)
         try:
-            outs = numpy_ref.run(graph, args + cts)
+            outs = reference.run(graph, args + cts)
         finally:
             CURRENT_TRACE.reset(t_cur)
         return [o.copy() if id(o) in given else o for o in outs]

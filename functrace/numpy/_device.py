@@ -5,7 +5,7 @@ numpy would hand the call to cupy (``__array_function__``), and cupy's functions
 of numpy's: no ``where=`` on reductions, no ``initial=`` on ``max``, no ``correction=`` on
 ``var``, no numpy arrays mixed with device arrays. So instead the call is traced (the same
 traced path a transform records) and the small graph is run by the reference interpreter with
-cupy as its array module (``backends.numpy_ref``): every op impl is array-module generic and
+cupy as its array module (``backends.reference``): every op impl is array-module generic and
 the GPU test table checks it against numpy. Results are cupy arrays; numpy arguments and
 literals are copied to the device.
 
@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from .. import tree_util
-from ..backends import numpy_ref
+from ..backends import reference
 from ..core import on_device
 from ..signature import SignatureCache, static_key
 from ..tracing import USER_ERRORS, Tracer, current_trace, trace_to_graph, user_error
@@ -132,5 +132,5 @@ def call_on_device(fn, args, kwargs):
         if key is not None and not tr.concretized:
             _graphs.put(key, hit, consts=tr.consts)
     graph, out_tree = hit
-    outs = numpy_ref.run(graph, arrays)
+    outs = reference.run(graph, arrays)
     return tree_util.tree_unflatten(out_tree, outs)

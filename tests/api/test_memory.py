@@ -24,7 +24,8 @@ import functrace as ft
 import functrace.numpy as fnp
 from functrace import caches
 from functrace.autograd import _backward
-from functrace.backends import numba_cpu, numpy_ref
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cpu import kernels as cpu_kernels
 from functrace.core import Graph
 
 pytest.importorskip("numba")
@@ -258,7 +259,7 @@ def test_a_dropped_jitted_function_frees_its_graphs(transform):
 
 def test_a_dropped_jitted_loop_frees_its_body_plans():
     """A rolled loop's body graph is a key of cpu_loop's plan cache (held weakly)."""
-    from functrace.backends import cpu_loop
+    from functrace.backends.cpu import loop as cpu_loop
 
     def rnn(W, xs):
         h = fnp.zeros(W.shape[0])
@@ -318,7 +319,7 @@ def test_clear_caches_frees_what_live_functions_cached_and_they_still_work():
     with ft.autograd.record():
         loss = f(w)
     loss.backward()
-    assert len(_backward._CACHE) >= 1 and len(numba_cpu._kernels) >= 1
+    assert len(_backward._CACHE) >= 1 and len(cpu_kernels._kernels) >= 1
     del w, loss
     ft.clear_caches()
     _nothing_cached()

@@ -11,7 +11,8 @@ import pytest
 
 import functrace as ft
 from functrace import ops
-from functrace.backends import numba_cuda, numpy_ref
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cuda import executor as numba_cuda
 from functrace.core import AVal, Lit
 from functrace.passes.contract import contraction_sizes, contractions_as_reductions
 from functrace.tracing import trace_to_graph

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from functrace import ops
-from functrace.backends import numpy_ref
-from functrace.backends.cublaslt import OP_N, OP_T, ColMajorGemm, GemmShape, gemm_shape_of
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cuda.cublaslt import OP_N, OP_T, ColMajorGemm, GemmShape, gemm_shape_of
 from functrace.core import AVal
 from functrace.tracing import trace_to_graph
 
@@ -111,7 +111,7 @@ def test_descriptors_with_the_real_library():
     # The library answers a wrongly sized attribute with CUBLAS_STATUS_INVALID_VALUE, so these
     # calls check the sizes and enum values of cublaslt.py. Skips without the library (CI has
     # none; `pip download nvidia-cublas` has it); heuristics and launches need a GPU.
-    from functrace.backends.cublaslt import DESC_TRANSA, Lt, LtError
+    from functrace.backends.cuda.cublaslt import DESC_TRANSA, Lt, LtError
     lib = _real_library()
     if lib is None:
         pytest.skip("no libcublasLt on this machine")

@@ -19,8 +19,8 @@ import pytest
 from numba import types
 
 import functrace.numpy as fnp
-from functrace.backends import cuda_device
-from functrace.backends.cuda_device import _Packed
+from functrace.backends.cuda import device as cuda_device
+from functrace.backends.cuda.device import _Packed
 from functrace.ops import as_array, namespace_of
 from functrace.ops.indexing import _last_update_wins
 

@@ -25,7 +25,8 @@ import pytest
 
 import functrace as ft
 import functrace.numpy as fnp
-from functrace.backends import cuda_codegen, numba_cuda
+from functrace.backends.cuda import codegen as cuda_codegen
+from functrace.backends.cuda import executor as numba_cuda
 from functrace.core import AVal, registry
 from functrace.tracing import trace_to_graph
 
@@ -94,7 +95,7 @@ def graph_of(fn, *avals):
 
 
 def test_cuda_kernels_come_from_the_same_fusion_groups_as_the_cpu():
-    from functrace.backends import numba_cpu
+    from functrace.backends.cpu import executor as numba_cpu
 
     def f(x, w):
         h = fnp.tanh(x @ w)

@@ -17,7 +17,7 @@ from op_cases import backend_rows, bound_fn
 import functrace as ft
 import functrace.numpy as fnp
 from functrace import tree_util
-from functrace.backends import numpy_ref
+from functrace.backends import reference as numpy_ref
 from functrace.numpy import _device
 
 

@@ -32,7 +32,7 @@ if not _ok:
 import functrace as ft  # noqa: E402
 import functrace.numpy as fnp  # noqa: E402
 from functrace import tree_util  # noqa: E402
-from functrace.backends import numba_cuda  # noqa: E402
+from functrace.backends.cuda import executor as numba_cuda  # noqa: E402
 
 
 def _host(x):
@@ -206,7 +206,7 @@ def test_repeated_calls_take_the_direct_launch_path_with_any_layout():
         if i == 2:                       # a transposed view: not C-contiguous
             x, xh = cp.asarray(xh.T.copy()).T, xh
         _close(jf(x, y), f(xh, yh), 1e-12)
-    from functrace.backends.cuda_device import _Launch
+    from functrace.backends.cuda.device import _Launch
     ex = next(iter(jf._cache.values())).run
     launches = [c.cell_contents for s in ex._steps[0] for c in (s.__closure__ or ())
                 if isinstance(c.cell_contents, _Launch)]
@@ -333,5 +333,5 @@ def test_cublaslt_products_match_cupy_in_every_layout(dtype, monkeypatch):
     got = jf(*(cp.asarray(v) for v in (a, b, c)))
     want = f(*(v.astype(np.float64) for v in (a, b, c)))
     _close(got, [w.astype(dtype) for w in want], 1e-4 if dtype == "float32" else 1e-10)
-    from functrace.backends.cublaslt import Lt
+    from functrace.backends.cuda.cublaslt import Lt
     assert Lt.get().plans                       # the library loaded and tuned these shapes

@@ -33,7 +33,8 @@ from ieee_cases import (
 
 import functrace as ft
 import functrace.numpy as fnp
-from functrace.backends import cpu_target, numba_cpu
+from functrace.backends.cpu import executor as numba_cpu
+from functrace.backends.cpu import target as cpu_target
 from functrace.core import AVal
 from functrace.passes.fusion import Group
 from functrace.tracing import trace_to_graph
@@ -265,7 +266,7 @@ def test_kernels_carry_no_fastmath_flags():
     f = ft.jit(lambda a, b: fnp.sum(fnp.tanh(a * 2.0 + b) / 3.0, axis=1))
     src = f.lower(np.ones((3, 4)), np.ones((3, 4))).source
     assert "@numba.njit(" in src and "fastmath" not in src, src
-    assert "fastmath" not in cpu_target._JIT_FLAGS
+    assert "fastmath" not in cpu_target.JIT_FLAGS
 
 
 # --------------------------------------------------------------------------------------------

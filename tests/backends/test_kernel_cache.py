@@ -244,18 +244,20 @@ _JIT = textwrap.dedent("""
     import logging, os, sys
     logging.basicConfig(level=logging.WARNING)
     import numpy as np, functrace as ft, functrace.numpy as fnp
-    from functrace.backends import numba_cpu, modfiles
+    from functrace.backends.cpu import executor as numba_cpu
+    from functrace.backends.cpu import kernels as cpu_kernels
+    from functrace.backends import modfiles
     f = ft.jit(lambda x: fnp.sum(fnp.tanh(x) * 2.0 + 1.0), eager=True)
     x = np.linspace(0.1, 1.0, 9)   # not symmetric: sum(tanh) != 0
     got = f(x)
     want = np.sum(np.tanh(x) * 2.0 + 1.0)
     assert abs(got - want) < 1e-12, (got, want)
-    assert numba_cpu._kernels, "no kernel was compiled"
-    for k in numba_cpu._kernels.values():
+    assert cpu_kernels._kernels, "no kernel was compiled"
+    for k in cpu_kernels._kernels.values():
         loc = k._cache._impl.locator
         assert type(loc).__name__ == "FunctraceKernelLocator", loc
         assert loc.get_cache_path() == os.path.join(modfiles.cache_dir(), "__pycache__")
-    print("OK", sum(sum(k.stats.cache_hits.values()) for k in numba_cpu._kernels.values()))
+    print("OK", sum(sum(k.stats.cache_hits.values()) for k in cpu_kernels._kernels.values()))
 """)
 
 

@@ -28,7 +28,10 @@ from backend_checks import assert_same, kernel_cache_dir, run_under_cuda_simulat
 
 import functrace as ft
 from functrace import ops
-from functrace.backends import codegen, numba_cpu, numba_cuda, numpy_ref
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cpu import executor as numba_cpu
+from functrace.backends.cuda import executor as numba_cuda
+from functrace.backends.lowering import spec as codegen
 from functrace.core import AVal, Lit
 from functrace.passes.fusion import Group
 from functrace.tracing import trace_to_graph
@@ -380,8 +383,9 @@ SIM_SCRIPT = textwrap.dedent("""
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     import numpy as np
     from functrace import ops
-    from functrace.backends import numba_cuda, numpy_ref
-    from functrace.backends.numba_cuda import Executable, HostArrays
+    from functrace.backends.cuda import executor as numba_cuda
+    from functrace.backends import reference as numpy_ref
+    from functrace.backends.cuda.executor import Executable, HostArrays
     from functrace.core import AVal, Lit
     from functrace.tracing import trace_to_graph
     sys.path.insert(0, "tests/support")

@@ -25,7 +25,8 @@ from backend_checks import assert_same, kernel_cache_dir
 import functrace as ft
 import functrace.numpy as fnp
 from functrace import ops
-from functrace.backends import numba_cpu, numpy_ref
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cpu import executor as numba_cpu
 from functrace.core import AVal, ScalarCode, Var
 from functrace.passes.fusion import Group, OpStep, plan_fusion
 from functrace.passes.memory import plan_buffers
@@ -289,7 +290,7 @@ def test_cheap_values_are_recomputed_from_a_stored_costly_one():
 
 
 def test_small_contractions_become_fused_loops():
-    from functrace.backends.cpu_driver import SMALL_DOT, small_dots_as_loops
+    from functrace.backends.cpu.dots import SMALL_DOT, small_dots_as_loops
     rng = np.random.default_rng(4)
     w, h, x = rng.normal(size=(16, 16)), rng.normal(size=16), rng.normal(size=16)
 
@@ -530,14 +531,15 @@ def test_import_and_lowering_do_not_import_numba(tmp_path):
 def test_disk_cache_is_reused_by_a_fresh_process(tmp_path):
     code = """
         import numpy as np, functrace as ft, functrace.numpy as fnp
-        from functrace.backends import numba_cpu
+        from functrace.backends.cpu import executor as numba_cpu
+        from functrace.backends.cpu import kernels as cpu_kernels
         f = ft.jit(ft.grad(lambda x: fnp.sum(fnp.sin(x) * fnp.exp(x))), eager=True)
         x = np.linspace(-1, 1, 7)
         ex = f.lower(x)
         print(numba_cpu.lower(ex.graph).all_cached())
         g = f(x)
         assert np.allclose(g, np.cos(x) * np.exp(x) + np.sin(x) * np.exp(x))
-        hits = sum(sum(k.stats.cache_hits.values()) for k in numba_cpu._kernels.values())
+        hits = sum(sum(k.stats.cache_hits.values()) for k in cpu_kernels._kernels.values())
         print(hits > 0)
     """
     first = _run_py(code, str(tmp_path)).split()

@@ -1,4 +1,4 @@
-"""Accuracy, special values and vectorisation of functrace.backends.vecmath.
+"""Accuracy, special values and vectorisation of functrace.backends.cpu.vecmath.
 
 Errors are measured in ulp of the float64 result: |got - ref| / np.spacing(ref)
 with ``ref`` computed in 80-bit long double (numpy's ``np.longdouble`` ufuncs
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 try:
-    from functrace.backends import vecmath as vm
+    from functrace.backends.cpu import vecmath as vm
 except ImportError:  # standalone run before the package __init__ files exist
     _p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                       "functrace", "backends", "vecmath.py")

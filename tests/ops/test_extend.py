@@ -100,7 +100,7 @@ def test_jvp_and_vmap():
 
 
 def _cpu_executable(fn, *avals):
-    from functrace.backends import numba_cpu
+    from functrace.backends.cpu import executor as numba_cpu
     g = trace_to_graph(lambda *xs: list(fn(*xs)), list(avals)).graph
     ex = numba_cpu.Executable(g, eager=True)
     ex.compile()
@@ -135,7 +135,7 @@ def test_jit_cpu_fuses_extension_ops_with_their_neighbours():
 def test_kernel_module_holds_the_scalar_source():
     """The module text (hence its content-hashed cache key) includes the scalar function's
     code: another definition of the same op name is another kernel, never a stale one."""
-    from functrace.backends import scalar_fn
+    from functrace.backends.lowering import scalar_fn
     inl = scalar_fn.inline(X.softplus.op, "cpu")
     assert "math.log1p(math.exp(-abs(x))) + max(x, 0.0)" in inl.source   # _SHIFT inlined
     ex = _cpu_executable(lambda x: [X.softplus(fnp.sin(x))], AVal((8,), "float64"))
@@ -144,7 +144,8 @@ def test_kernel_module_holds_the_scalar_source():
 
 
 def test_a_scalar_that_cannot_be_inlined_runs_unfused_with_the_reason():
-    from functrace.backends import cpu_target, cuda_codegen
+    from functrace.backends.cpu import target as cpu_target
+    from functrace.backends.cuda import codegen as cuda_codegen
     f = lambda x: [X.bad(fnp.sin(x)) * 2.0]  # noqa: E731
     ex = _cpu_executable(f, AVal((16,), "float64"))
     x = np.linspace(-1, 1, 16)
@@ -157,7 +158,7 @@ def test_a_scalar_that_cannot_be_inlined_runs_unfused_with_the_reason():
 
 
 def test_a_scalar_numba_cannot_compile_runs_unfused_with_the_reason():
-    from functrace.backends import cpu_target
+    from functrace.backends.cpu import target as cpu_target
     from functrace.extend import define_elementwise
     op = define_elementwise("ext_uncompilable", lambda x: x + 1.0,
                             scalar=lambda x: float.hex(x) and x + 1.0,
@@ -171,7 +172,8 @@ def test_every_op_is_fused_or_the_target_says_why():
     """For every op in the registry, each target fuses it or states why not; an elementwise
     op without code must say why on its declaration (``code[target] = "reason"``), so a new
     elementwise op can never again be silently left unfused."""
-    from functrace.backends import cpu_target, cuda_codegen
+    from functrace.backends.cpu import target as cpu_target
+    from functrace.backends.cuda import codegen as cuda_codegen
     for op in list(registry.values()):
         for target, mod in (("cpu", cpu_target), ("cuda", cuda_codegen)):
             got = mod.supports(op)
@@ -190,7 +192,7 @@ _SIM_SCRIPT = textwrap.dedent("""
     import numpy as np
     import extend_ops as X
     import functrace.numpy as fnp
-    from functrace.backends.numba_cuda import Executable, HostArrays, SIM_CONFIG
+    from functrace.backends.cuda.executor import Executable, HostArrays, SIM_CONFIG
     from functrace.core import AVal
     from functrace.passes.fusion import Group
     from functrace.tracing import trace_to_graph

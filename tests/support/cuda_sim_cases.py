@@ -42,8 +42,10 @@ if "numba.cuda" in sys.modules and not sys.modules["numba"].config.ENABLE_CUDASI
 import functrace as ft
 import functrace.numpy as fnp
 from functrace import ops, tree_util
-from functrace.backends import cuda_codegen, numba_cuda, numpy_ref
-from functrace.backends.numba_cuda import Executable, HostArrays, LaunchConfig
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cuda import codegen as cuda_codegen
+from functrace.backends.cuda import executor as numba_cuda
+from functrace.backends.cuda.executor import Executable, HostArrays, LaunchConfig
 from functrace.core import AVal, ScalarCode
 from functrace.passes.fusion import Group
 from functrace.tracing import trace_to_graph

@@ -30,7 +30,7 @@ from fuzz_programs import Prog, Step, make_args, run_program, value_shapes
 
 import functrace as ft
 import functrace.numpy as fnp
-from functrace.backends import numpy_ref
+from functrace.backends import reference as numpy_ref
 from functrace.core import Lit
 
 __all__ = ["INEXACT_ULPS", "tolerances", "compare", "check_batch", "Mismatch"]
@@ -525,7 +525,7 @@ def kernel_variant(libm: bool = False):
     compile (vecmath's accuracy and special values are tested by tests/backends/test_vecmath.py).
     Kernel keys are hashes of their source, so variants never share kernels; compiled
     executables are forgotten on entry and exit."""
-    from functrace.backends import numba_cpu
+    from functrace.backends.cpu import executor as numba_cpu
     from functrace.core import ScalarCode, registry
     saved = {op: op.code.get("cpu") for op in registry.values()}
     numba_cpu.clear_memory_caches()

@@ -8,7 +8,10 @@ import pytest
 
 import functrace as ft
 import functrace.numpy as fnp
-from functrace.backends import cpu_loop, numba_cpu, numpy_ref
+from functrace.backends import reference as numpy_ref
+from functrace.backends.cpu import executor as numba_cpu
+from functrace.backends.cpu import kernels as cpu_kernels
+from functrace.backends.cpu import loop as cpu_loop
 from functrace.core import AVal, verify
 from functrace.errors import ShapeError
 from functrace.graph_json import graph_from_json, graph_to_json
@@ -408,7 +411,7 @@ def test_each_loop_compiles_one_specialisation(rnn_args):
     loops = ex.lower().loops
     assert loops
     for ls in loops:
-        assert len(numba_cpu._loops[ls.key].signatures) == 1
+        assert len(cpu_kernels._loops[ls.key].signatures) == 1
 
 
 @pytest.mark.parametrize("transform, n_loops", [("jacfwd", 1), ("hessian", 2)])

@@ -23,8 +23,8 @@ import warnings
 
 import numpy as np
 
-from ..errors import BackendError
-from .numpy_ref import run_impl_on_device
+from ...errors import BackendError
+from ..reference import run_impl_on_device
 
 __all__ = ["INSTALL_HINT", "simulator_enabled", "unavailable_reason", "check_available",
            "HostArrays", "CupyArrays", "default_arrays", "SimMath", "SimLibdevice"]

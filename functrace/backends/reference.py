@@ -8,8 +8,8 @@ dead.
 
 Given GPU (cupy) arrays, the same plan runs with cupy as its array module: literals and host
 arguments are copied to the device once, every impl runs on device arrays (impls are written
-to be array-module generic, see ``ops._base.as_array``), and results stay on the device. An
-impl cupy cannot run is run on the host (logged once per op). Imports core, ops._base and
+to be array-module generic, see ``ops.as_array``), and results stay on the device. An
+impl cupy cannot run is run on the host (logged once per op). Imports core, ops and
 caches.
 
 Plans are cached per graph, holding the graph weakly: a plan never refers to its graph (only
@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import caches
 from ..core import Graph, Lit, Var, on_device, to_host
-from ..ops._base import namespace_of
+from ..ops import namespace_of
 from .malloc_tuning import tune_once
 
 log = logging.getLogger("functrace")

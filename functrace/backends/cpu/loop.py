@@ -25,13 +25,15 @@ import ast
 
 import numpy as np
 
-from .. import caches
-from ..core import Eqn, Graph, Lit, Var
-from ..ops.control import loop_slices
-from ..passes.fusion import Group, OpStep, plan_fusion
-from .codegen import Unsupported, build_spec, render_cpu, spec_key
-from .cpu_driver import _dot_dims, fold_constants_any_size, small_dots_as_loops
-from .cpu_target import _JIT_FLAGS, CODEGEN_VERSION, TARGET, _vecmath_hash, fusible
+from ... import caches
+from ...core import Eqn, Graph, Lit, Var
+from ...ops.control import loop_slices
+from ...passes.fusion import Group, OpStep, plan_fusion
+from ..lowering.plan import fold_constants_any_size
+from ..lowering.spec import Unsupported, build_spec, spec_key
+from .dots import dot_dims, small_dots_as_loops
+from .render import render_cpu
+from .target import CODEGEN_VERSION, JIT_FLAGS, TARGET, fusible, vecmath_hash
 
 __all__ = ["LoopStep", "plan_body", "body_ok", "make_runner", "warm_up"]
 
@@ -114,7 +116,7 @@ def _materialise(g: Graph, views: set) -> Graph:
     """``g`` with each view equation in ``views`` followed by an identity copy
     (``stop_gradient``, an elementwise kernel over the view's shape that the view folds
     into); readers keep reading the same Var, now the copy's result."""
-    from .. import ops
+    from ... import ops
     eqns = []
     for i, e in enumerate(g.eqns):
         if i not in views:
@@ -139,7 +141,7 @@ def _blas_dot(e):
     dt = e.outputs[0].aval.dtype
     if dt.kind != "f" or x.aval.dtype != dt or y.aval.dtype != dt:
         raise Unsupported("a non-float contraction in a loop body")
-    ((pa, sa), (pb, sb)), mn = _dot_dims(e)
+    ((pa, sa), (pb, sb)), mn = dot_dims(e)
     if len(sa) > 2 or len(sb) > 2:
         raise Unsupported("a batched contraction in a loop body")
     return (_matrix_view(x.aval, pa, sa), _matrix_view(y.aval, pb, sb), tuple(mn))
@@ -344,7 +346,7 @@ class LoopStep:
                              (f"nxt{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype))]
         self.buffers += [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in scratch]
         params += [nm for nm, _, _ in self.buffers]
-        lines = [f"@numba.njit({_JIT_FLAGS})", f"def loop({', '.join(params)}):"]
+        lines = [f"@numba.njit({JIT_FLAGS})", f"def loop({', '.join(params)}):"]
         swapped = [k for k in range(nk) if k not in stacked_carry]
         for k in swapped:
             lines.extend("    " + x for x in _copy(f"cur{k}", f"i{k}"))
@@ -361,10 +363,10 @@ class LoopStep:
             lines.extend("    " + x for x in _copy(f"F{k}", last))
         lines.append("    return 0")
         head = (f"# functrace loop (numba CPU), codegen v{CODEGEN_VERSION}, "
-                f"vecmath {_vecmath_hash()}\n"
+                f"vecmath {vecmath_hash()}\n"
                 "import numpy as np\nimport numba\n"
-                "from functrace.backends import vecmath as vm\n"
-                "from functrace.backends import cpu_scalar as cs\n\n\n")
+                "from functrace.backends.cpu import vecmath as vm\n"
+                "from functrace.backends.cpu import scalar as cs\n\n\n")
         text = head + "\n".join(lines) + "\n"
         self.key = spec_key(text)
         self.source = text.replace("# functrace loop", f"# functrace loop {self.key}", 1)

@@ -40,23 +40,22 @@ import re
 
 import numpy as np
 
-from ..ops.scalar_code import nan_max, nan_min
-from . import scalar_fn
-from .codegen import (
+from ...ops.scalar_code import nan_max, nan_min
+from ..lowering.plan import Target
+from ..lowering.spec import (
     KernelSpec,
     Reduction,
     Unsupported,
+    combine,
     const_expr,
     dtype_ctor,
-    fusible_pad,
     operand_read,
     read_axes,
-    target_code,
 )
-from .codegen import supports as codegen_supports
 
-__all__ = ["fusible", "unfused_reason", "supports", "prefer_kernel", "render_elementwise",
-           "render_reduction", "render_finish", "acc_dtype", "CODEGEN_VERSION", "TARGET"]
+__all__ = ["CudaTarget", "CUDA", "fusible", "unfused_reason", "supports", "prefer_kernel",
+           "render_elementwise", "render_reduction", "render_finish", "acc_dtype",
+           "CODEGEN_VERSION", "TARGET"]
 
 CODEGEN_VERSION = "5"
 
@@ -71,56 +70,28 @@ def _c(value, dt) -> str:
     return const_expr(value, dt)
 
 
-def _dtype_ok(dt: np.dtype) -> bool:
-    return dt.kind in "biu" or (dt.kind == "f" and dt.itemsize in (4, 8))
+class CudaTarget(Target):
+    """The CUDA target's answers to the shared lowering (``lowering.plan.Target``)."""
+
+    name, label = TARGET, "CUDA"
+
+    def dtype_ok(self, dt: np.dtype) -> bool:
+        return dt.kind in "biu" or (dt.kind == "f" and dt.itemsize in (4, 8))
+
+    def prefer_kernel(self, e) -> bool:
+        """A group of this one equation still deserves a kernel: every elementwise op (a
+        launch of ours costs a few microseconds of host time; cupy's ufunc dispatch cost far
+        more on the H200 -- the MLP's lone scalar ``div`` took 44 us alone, synchronised,
+        where a fused kernel over 4,096 elements took 17 us) and ``logsumexp`` (cupy needs
+        two passes). Lone reductions other than logsumexp stay with cupy (CUB)."""
+        return e.op.elementwise or e.op.reduce_kind == "logsumexp"
 
 
-def supports(op) -> bool | str:
-    """Whether CUDA kernels can hold ``op`` (dtypes aside): True, or why not."""
-    return codegen_supports(op, TARGET)
-
-
-def unfused_reason(e) -> str | None:
-    """Why the CUDA target cannot put equation ``e`` in a kernel (None: it can)."""
-    op = e.op
-    if not all(_dtype_ok(a.aval.dtype) for a in e.inputs) or \
-            not all(_dtype_ok(o.aval.dtype) for o in e.outputs):
-        return "a dtype CUDA kernels do not compute (complex, float16)"
-    if op.elementwise:
-        code = target_code(op, TARGET)
-        if isinstance(code, str):
-            return code
-        kinds = {a.aval.dtype.kind for a in e.inputs}
-        if not kinds <= set(code.kinds):
-            return f"{op.name}'s CUDA code is exact for dtype kinds {code.kinds!r} only"
-        return scalar_fn.why_not(op, TARGET, [a.aval.dtype for a in e.inputs])
-    if op.fusion == "shifted":      # a guarded shifted read (codegen.fusible_pad)
-        return None if fusible_pad(e, _dtype_ok) else "not a plain constant pad"
-    kind = op.reduce_kind
-    if kind is None:
-        return supports(op) if op.fusion != "view" else "views fold into their readers"
-    x = e.inputs[0].aval
-    if not tuple(e.params["axes"]):
-        return "a reduction over no axes"
-    if kind in ("sum", "prod") and x.dtype.kind == "b":
-        return "a bool sum or product"
-    if kind == "logsumexp" and x.dtype.kind != "f":
-        return "logsumexp of non-float data"
-    return None
-
-
-def fusible(e) -> bool:
-    """Whether the CUDA target can put equation ``e`` in a kernel."""
-    return unfused_reason(e) is None
-
-
-def prefer_kernel(e) -> bool:
-    """A group of this one equation still deserves a kernel: every elementwise op (a launch
-    of ours costs a few microseconds of host time; cupy's ufunc dispatch cost far more on the
-    H200 -- the MLP's lone scalar ``div`` took 44 us alone, synchronised, where a fused
-    kernel over 4,096 elements took 17 us) and ``logsumexp`` (cupy needs two passes). Lone
-    reductions other than logsumexp stay with cupy (CUB)."""
-    return e.op.elementwise or e.op.reduce_kind == "logsumexp"
+CUDA = CudaTarget()
+supports = CUDA.supports
+unfused_reason = CUDA.unfused_reason
+fusible = CUDA.fusible
+prefer_kernel = CUDA.prefer_kernel
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,15 +298,10 @@ def _identity(kind: str, dt: np.dtype) -> str:
 
 
 def _combine(kind: str, a: str, b: str, dt: np.dtype) -> str:
-    dt = np.dtype(dt)
-    if kind == "sum":
-        return f"{a} + {b}"
-    if kind == "prod":
-        return f"{a} * {b}"
-    if kind == "and":
-        return f"{a} & {b}"
-    if kind == "or":
-        return f"{a} | {b}"
+    return combine(kind, a, b, dt, _extremum)
+
+
+def _extremum(kind: str, a: str, b: str, dt: np.dtype) -> str:
     if kind == "max":
         return nan_max(a, b) if dt.kind == "f" else f"max({a}, {b})"
     if kind == "min":
@@ -757,7 +723,7 @@ def op_kernel_source(e, decorator: str = "") -> tuple[str, str] | None:
     if not any(s[0] == "arr" for s in spec):
         return None                      # basic indexing: a view, no kernel
     x = e.inputs[0].aval
-    if not _dtype_ok(x.dtype):         # float16, complex: cupy's indexing
+    if not CUDA.dtype_ok(x.dtype):     # float16, complex: cupy's indexing
         return None
     if name == "gather":
         idx = [a.aval.shape for a in e.inputs[1:]]

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import sys
 import threading
@@ -54,424 +53,64 @@ import time
 
 import numpy as np
 
-from .. import caches
-from ..core import Graph, Lit, Var
-from ..ops.dot import dot_general_p
-from ..passes.contract import contraction_sizes, contractions_as_reductions
-from ..passes.fusion import Group, plan_fusion
-from ..passes.memory import escaping_values, plan_buffers, step_io, view_bases
-from . import cuda_codegen as cg
-from .codegen import Unsupported, build_spec, spec_key
+from ... import caches
+from ...core import Graph, Lit, Var
+from ...ops.dot import dot_general_p
+from ...passes.contract import contractions_as_reductions
+from ...passes.fusion import Group
+from ..lowering.executable import ExecutableBase, debug_level
 from .cublaslt import gemm_shape_of
-from .cuda_device import (
+from .device import (
     CupyArrays,
     HostArrays,
-    SimLibdevice,
-    SimMath,
     check_available,
     default_arrays,
     simulator_enabled,
     unavailable_reason,
 )
-from .modfiles import load_source_module
+from .launch import (
+    SIM_CONFIG,
+    SKINNY_MAX,
+    Launch,
+    LaunchConfig,
+    choose_launch,
+    contraction_layout,
+    skinny_default,
+)
+from .program import KernelStep, OpKernel, Program, clear_modules, load_module, module_source
 
-__all__ = ["compile", "lower", "Executable", "Program", "LaunchConfig", "HostArrays",
-           "CupyArrays", "default_arrays", "simulator_enabled", "check_available",
-           "unavailable_reason", "clear_memory_caches"]
+__all__ = ["compile", "lower", "Executable", "Program", "LaunchConfig", "SIM_CONFIG", "SKINNY_MAX",
+           "choose_launch", "contraction_layout", "module_source", "load_module", "KernelStep",
+           "OpKernel", "HostArrays", "CupyArrays", "default_arrays", "simulator_enabled",
+           "check_available", "unavailable_reason", "clear_memory_caches"]
 
 log = logging.getLogger("functrace")
-
-
-# --------------------------------------------------------------------------------------------
-# launch configuration
-# --------------------------------------------------------------------------------------------
-
-def _skinny_default() -> int:
-    return int(os.environ.get("FUNCTRACE_CUDA_SKINNY", "") or SKINNY_MAX)
-
-
-#: contractions with a contracting size, or a free size on one side, of at most this many
-#: elements run as generated reduction kernels, not cuBLAS (``contraction_layout``)
-SKINNY_MAX = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchConfig:
-    """How groups are launched (plan-time, shape-specific).
-
-    Attributes:
-        threads: threads per block (a power of two; the shared array of reductions).
-        sm_count: multiprocessors (None: ask the device; 132 when lowering without one).
-        blocks_per_sm: grid-stride loops launch at most ``sm_count * blocks_per_sm`` blocks.
-        block_reduce_min: the block template needs at least this many elements per output
-            (and the innermost loop axis reduced); otherwise the thread template runs.
-        segment_min, thread_segment_min: a reduction is split into segments of no fewer
-            elements than this (block template, thread template).
-        finish_thread_max: up to this many segments an output, the finish kernel gives each
-            output a thread (a serial sum of a few partials) rather than a block and a
-            shared-memory tree.
-        strategy, nseg: force the reduction template / segment count (tests).
-        skinny: contractions whose contracting size or smaller free size is at most this
-            run as generated reduction kernels (``contraction_layout``); 0: every
-            contraction goes to cuBLAS. Default ``SKINNY_MAX``, or the environment variable
-            ``FUNCTRACE_CUDA_SKINNY``.
-    """
-
-    threads: int = 256
-    sm_count: int | None = None
-    blocks_per_sm: int = 32
-    block_reduce_min: int = 64
-    segment_min: int = 4096
-    thread_segment_min: int = 64
-    finish_thread_max: int = 16
-    strategy: str | None = None
-    nseg: int | None = None
-    skinny: int = dataclasses.field(default_factory=_skinny_default)
-
-    def __post_init__(self):
-        if self.threads < 1 or self.threads & (self.threads - 1):
-            raise ValueError(f"threads per block must be a power of two, got {self.threads}")
-
-
-#: the simulator runs every CUDA thread as a Python thread: small blocks, few of them
-SIM_CONFIG = LaunchConfig(threads=16, sm_count=2, blocks_per_sm=2, block_reduce_min=8,
-                          segment_min=64, thread_segment_min=4)
-
-
-@dataclasses.dataclass
-class Launch:
-    strategy: str          # "elementwise" | "block" | "thread"
-    grid: int
-    block: int
-    nseg: int = 1
-    nk: int = 1
-    finish_grid: int = 1
-    finish: str = "block"  # "block": a block per output; "thread": a thread per output
-
-
-def choose_launch(spec, extents, cfg: LaunchConfig, sm: int) -> Launch:
-    """The template and grid for a kernel over ``extents``."""
-    t = cfg.threads
-    max_blocks = max(1, sm * cfg.blocks_per_sm)
-    red = spec.reduction
-    if red is None:
-        # enough threads that each runs whole unrolled iterations (cg.UNROLL elements with
-        # their reads in flight together), at most one resident wave (8 blocks an SM), and
-        # every SM busy when there is an element per thread for it
-        n = math.prod(extents)
-        blocks = -(-n // (t * cg.UNROLL))
-        if blocks < sm:
-            blocks = min(-(-n // t), sm)
-        return Launch("elementwise", max(1, min(blocks, sm * min(cfg.blocks_per_sm, 8))), t)
-    nd = spec.ndim
-    nk = math.prod(extents[d] for d in range(nd) if d not in red.axes)
-    nr = math.prod(extents[d] for d in red.axes)
-    inner_reduced = (nd - 1) in red.axes
-    strategy = cfg.strategy or ("block" if inner_reduced and nr >= cfg.block_reduce_min
-                                else "thread")
-    if strategy == "block":
-        want = sm * 4                          # blocks that fill the machine
-        nseg = 1 if nk >= want else max(1, min(-(-want // nk), nr // cfg.segment_min))
-    else:
-        # a full machine of threads (2,048 an SM), so long serial loops hide their latency:
-        # a skinny product's 40,960 outputs of 2,048 terms each run as 7 segments
-        want = sm * 2048
-        nseg = 1 if nk * 2 >= want else max(1, min(-(-want // nk),
-                                                   nr // cfg.thread_segment_min))
-    if cfg.nseg is not None:
-        nseg = max(1, min(cfg.nseg, nr))
-    units = nk * nseg
-    grid = min(units if strategy == "block" else -(-units // t), max_blocks)
-    if 1 < nseg <= cfg.finish_thread_max:
-        return Launch(strategy, max(1, grid), t, nseg, nk, min(-(-nk // t), max_blocks),
-                      "thread")
-    return Launch(strategy, max(1, grid), t, nseg, nk, min(max(1, nk), max_blocks))
-
-
-def contraction_layout(e, cfg: LaunchConfig) -> str | None:
-    """How the CUDA target runs a ``dot_general`` equation: None for cuBLAS (through cupy),
-    or the loop-nest layout of a generated reduction kernel (``passes.contract``).
-
-    cuBLAS tiles a product for a large output; a skinny one -- a contracting size, or one
-    side's free size, of at most ``cfg.skinny`` elements (``(4096, 2048) @ (2048, 10)``, the
-    outer-product-like ``(4096, 10) @ (10, 2048)``, ``h.T @ d`` with ``d`` of 10 columns) --
-    leaves most of the GPU idle in it (89-129 us each on an H200 where its bytes take a
-    few). As a reduction group of the fusion plan it runs as one generated kernel:
-
-    * "outer" (contracting axes first, a thread per output, adjacent threads on adjacent
-      outputs, long sums cut into segments) wherever the larger operand is then read along
-      its rows or re-read from L1: its innermost axis is not contracted, the contraction is
-      short, or the other side's free size is >= 8 (a warp then spans at most four rows);
-    * "inner" (contracting axes innermost: a block of threads per output reads a row,
-      coalesced) for a matrix-vector-like product along the larger operand's rows.
-
-    Only float32/float64 operands of one dtype; empty contractions stay with cupy.
-    """
-    small = cfg.skinny
-    if small <= 0:
-        return None
-    x, y = e.inputs
-    dt = e.outputs[0].aval.dtype
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)) or x.aval.dtype != dt \
-            or y.aval.dtype != dt:
-        return None
-    _b, m, n, k = contraction_sizes(e)
-    if min(_b, m, n, k) == 0 or (k > small and min(m, n) > small):
-        return None
-    (xc, yc), _ = e.params["dimension_numbers"]
-    big_x = x.aval.size >= y.aval.size
-    big, contracted = (x, xc) if big_x else (y, yc)
-    if k <= small or big.aval.ndim == 0 or big.aval.ndim - 1 not in contracted:
-        return "outer"
-    return "outer" if big_x and n >= 8 else "inner"
-
-
-# --------------------------------------------------------------------------------------------
-# kernel modules and their disk cache
-# --------------------------------------------------------------------------------------------
-
-_HEAD = ("# functrace kernel (numba CUDA), codegen v{v}\n"
-         "import math\n\nimport numpy as np\nfrom numba import cuda\n"
-         "from numba.cuda import libdevice\n\n\n")
-_DECORATOR = "@cuda.jit(cache=True)"
-
-
-def module_source(body: str) -> tuple[str, str]:
-    """(key, full module source) of a kernel module."""
-    text = _HEAD.format(v=cg.CODEGEN_VERSION) + body
-    key = spec_key(text)
-    return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)
-
-
-def _unload(key: str, _mod) -> None:
-    """An evicted kernel module leaves ``sys.modules`` too (executables using its kernels
-    keep their references)."""
-    sys.modules.pop(f"functrace_cuda_kernels.ftc_{key}", None)
-
-
-_modules = caches.LRU("numba_cuda.modules", scale=4, on_drop=_unload)
-_module_lock = threading.RLock()
-
-
-def load_module(key: str, source: str):
-    """The imported kernel module (written as ``ftc_<key>.py`` first if missing): a file, so
-    numba-cuda's ``cache=True`` can keep the compiled code next to it."""
-    mod = _modules.get(key)
-    if mod is not None:
-        return mod
-    with _module_lock:
-        mod = _modules.get(key)
-        if mod is not None:
-            return mod
-        from numba import cuda  # noqa: F401  (before the module: modfiles then pins numba-cuda's
-        # cache locator, so the kernel's @cuda.jit(cache=True) caches in the checked directory)
-        mod = load_source_module("functrace_cuda_kernels", "ftc_", key, source)
-        if simulator_enabled():
-            mod.math = SimMath
-            mod.libdevice = SimLibdevice
-        _modules[key] = mod
-        return mod
-
-
-# --------------------------------------------------------------------------------------------
-# lowering: plan + launch configuration + sources (no numba, no GPU)
-# --------------------------------------------------------------------------------------------
-
-class KernelStep:
-    __slots__ = ("group", "spec", "binding", "launch", "key", "source", "finish_key",
-                 "finish_source", "acc")
-
-    def __init__(self, group, spec, binding, launch, cfg):
-        self.group, self.spec, self.binding, self.launch = group, spec, binding, launch
-        red = spec.reduction
-        if red is None:
-            body = cg.render_elementwise(spec, "kernel", _DECORATOR)
-            self.acc = None
-        else:
-            body = cg.render_reduction(spec, launch.strategy, cfg.threads, "kernel", _DECORATOR)
-            self.acc = cg.acc_dtype(red)
-        self.key, self.source = module_source(body)
-        self.finish_key = self.finish_source = None
-        if red is not None and launch.nseg > 1:
-            self.finish_key, self.finish_source = module_source(cg.render_finish(
-                red.kind, self.acc, red.dtype, cfg.threads, "finish", _DECORATOR,
-                per_thread=launch.finish == "thread"))
-
-
-class OpKernel:
-    """One equation (gather, scatter-add) run as one generated kernel over its index space."""
-
-    __slots__ = ("kind", "key", "source", "grid", "block", "n")
-
-    @classmethod
-    def of(cls, e, cfg: LaunchConfig, sm: int) -> OpKernel | None:
-        got = cg.op_kernel_source(e, _DECORATOR)
-        if got is None:
-            return None
-        kind, body = got
-        space = e.outputs[0].aval.shape if kind == "gather" else e.inputs[1].aval.shape
-        return cls(kind, body, space, cfg, sm)
-
-    def __init__(self, kind, body, space, cfg, sm):
-        self.kind = kind
-        self.key, self.source = module_source(body)
-        self.n = tuple(space)
-        t = cfg.threads
-        self.block = t
-        self.grid = min(max(1, -(-math.prod(space) // t)), max(1, sm * cfg.blocks_per_sm))
-
-
-def _fresh_result(e) -> bool:
-    """Whether an op step's outputs are new arrays, never views of its inputs (the
-    declaration's ``fresh``); any other op's result may alias its inputs (gather of a slice,
-    reshape, ...), so those inputs escape too."""
-    return e.op.fresh
-
-
-class Program:
-    """A graph lowered for the GPU: fusion plan, launches, kernel sources, buffer plan.
-
-    Attributes:
-        graph, plan: the graph and its ``FusionPlan``.
-        kernels: group id -> ``KernelStep``.
-        op_kernels: equation index -> ``OpKernel`` (gather, scatter-add: one kernel each
-            instead of cupy's several).
-        buffers: the ``BufferPlan`` of the device pool.
-        source: every kernel module, then a listing of the steps.
-    """
-
-    def __init__(self, graph: Graph, cfg: LaunchConfig, sm: int, donate: tuple = (),
-                 no_fuse: frozenset = frozenset(), no_op_kernels: frozenset = frozenset()):
-        self.graph, self.cfg, self.sm = graph, cfg, sm
-        self.no_op_kernels = frozenset(no_op_kernels)
-        self.donate = tuple(donate)
-        no_fuse = set(no_fuse)
-        self.unsupported: list[tuple[str, str]] = []
-        for _ in range(8):
-            plan = plan_fusion(graph, lambda e: id(e) not in no_fuse and cg.fusible(e),
-                               cg.prefer_kernel)
-            bad, kernels = [], {}
-            for s in plan.steps:
-                if not isinstance(s, Group):
-                    continue
-                try:
-                    spec, binding = build_spec(graph, s, cg.TARGET, plan.resolve)
-                except Unsupported as exc:
-                    self.unsupported.append(
-                        (" ".join(graph.eqns[i].op.name for i in s.eqns), str(exc)))
-                    bad.extend(id(graph.eqns[i]) for i in s.eqns)
-                    continue
-                launch = choose_launch(spec, binding.extents, cfg, sm)
-                kernels[s.id] = KernelStep(s, spec, binding, launch, cfg)
-            if not bad:
-                break
-            no_fuse.update(bad)
-        self.no_fuse = frozenset(no_fuse)
-        self.plan, self.kernels = plan, kernels
-        self.op_kernels: dict[int, OpKernel] = {}
-        for s in plan.steps:
-            if not isinstance(s, Group) and s.eqn not in no_op_kernels:
-                ok = OpKernel.of(graph.eqns[s.eqn], cfg, sm)
-                if ok is not None:
-                    self.op_kernels[s.eqn] = ok
-        self._plan_buffers()
-
-    def _plan_buffers(self):
-        g, steps = self.graph, self.plan.steps
-        reads, writes = step_io(g, steps, lambda s: self.kernels[s.id].binding)
-        escaping = escaping_values(g, steps, _fresh_result)
-        kernel_out = {v for w, s in zip(writes, steps) if isinstance(s, Group) for v in w}
-
-        def inplace_ok(k, v):
-            s = steps[k]
-            if not isinstance(s, Group):
-                return False
-            ks = self.kernels[s.id]
-            nd = ks.spec.ndim
-            return all(a is not v or (sp.axes == tuple(range(nd)) and not sp.shifted)
-                       for (a, _), sp in zip(ks.binding.operands, ks.spec.operands))
-
-        self.buffers = plan_buffers(
-            reads, writes, g.outputs, lambda v: v in kernel_out and v not in escaping,
-            lambda v: int(v.aval.size * v.aval.dtype.itemsize),
-            [(i, g.inputs[i]) for i in self.donate if i < len(g.inputs)], inplace_ok,
-            aliases=view_bases(g, steps, _fresh_result))     # cupy views keep bases alive
-
-    @property
-    def source(self) -> str:
-        parts = []
-        seen = set()
-        for ks in self.kernels.values():
-            la = ks.launch
-            parts.append(f"# ---- kernel ftc_{ks.key} (group {ks.group.id}, "
-                         f"{len(ks.group.eqns)} equations, loop {ks.binding.extents}, "
-                         f"{la.strategy}, grid {la.grid} x {la.block}"
-                         f"{f', {la.nseg} segments' if la.nseg > 1 else ''}) ----\n"
-                         + ks.source)
-            if ks.finish_key and ks.finish_key not in seen:
-                seen.add(ks.finish_key)
-                parts.append(f"# ---- finish ftc_{ks.finish_key} ----\n" + ks.finish_source)
-        for i, ok in self.op_kernels.items():
-            parts.append(f"# ---- kernel ftc_{ok.key} ({ok.kind} of equation {i}, grid "
-                         f"{ok.grid} x {ok.block}) ----\n" + ok.source)
-        lines = []
-        for s in self.plan.steps:
-            if isinstance(s, Group):
-                lines.append(f"# kernel ftc_{self.kernels[s.id].key}  (group {s.id})")
-            elif s.eqn in self.op_kernels:
-                lines.append(f"# kernel ftc_{self.op_kernels[s.eqn].key}  "
-                             f"({self.graph.eqns[s.eqn].op.name})")
-            else:
-                lines.append(f"# {self.graph.eqns[s.eqn].op.name}  (cupy)")
-        parts.append("# ---- steps ----\n" + "\n".join(lines) + "\n")
-        return "\n".join(parts)
-
-    def __repr__(self):
-        return (f"<cuda Program: {len(self.plan.steps)} steps, {len(self.kernels)} kernels, "
-                f"pool {self.buffers.pool_bytes} bytes>")
 
 
 # --------------------------------------------------------------------------------------------
 # executables
 # --------------------------------------------------------------------------------------------
 
-def _debug_level() -> int:
-    try:
-        return int(os.environ.get("FUNCTRACE_DEBUG", "0"))
-    except ValueError:
-        return 0
-
-
-class Executable:
+class Executable(ExecutableBase):
     """A graph bound to the CUDA backend. Call with the graph's flat inputs (device arrays;
     host arrays are copied to the device); returns the list of outputs, on the device."""
 
     def __init__(self, graph: Graph, *, donate: tuple = (), eager: bool = False,
                  hot_after: int | None = None, arrays=None, config: LaunchConfig | None = None,
                  graphs: bool | None = None):
-        self.graph = graph
+        super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after)
         self.gemm = _gemm_default()
         self.graphs = _graphs_default() if graphs is None else bool(graphs)
         self._replay: _Replay | None = None
         self._graph_state = "off" if (not self.graphs or donate) else "pending"
         self._graph_lock = threading.Lock()
-        self.donate = tuple(donate)
-        self.eager = eager
-        self.hot_after = hot_after if hot_after is not None else int(
-            os.environ.get("FUNCTRACE_HOT", "2"))
-        self.calls = 0
         self._arrays = arrays
         self._config = config
-        self._program: Program | None = None
         self._lowered: tuple | None = None
         self._kept_products: frozenset = frozenset()    # ids of dot_generals not rewritten
         self._steps = None
         self._stream = None
-        self._pools: list = []
         self._consts: dict = {}
-        self._lock = threading.Lock()
-        self.compile_seconds = 0.0
-        self.compile_failures: list[str] = []
 
     # -- configuration ------------------------------------------------------------------------
     @property
@@ -483,7 +122,7 @@ class Executable:
     def _cfg_sm(self, need_device: bool) -> tuple[LaunchConfig, int]:
         cfg = self._config
         if cfg is None:
-            cfg = dataclasses.replace(SIM_CONFIG, skinny=_skinny_default()) if \
+            cfg = dataclasses.replace(SIM_CONFIG, skinny=skinny_default()) if \
                 (self._arrays is not None and self._arrays.simulated) or \
                 (self._arrays is None and simulator_enabled()) else LaunchConfig()
         sm = cfg.sm_count
@@ -555,7 +194,7 @@ class Executable:
             prog = self._program
             if self._stream is None:
                 self._stream = ar.new_stream()
-            dbg = _debug_level()
+            dbg = debug_level()
             if dbg >= 1:
                 print(f"functrace: compiling graph for CUDA\n{self.graph}", file=sys.stderr)
             for _ in range(4):
@@ -575,7 +214,7 @@ class Executable:
                         names = " ".join(prog.graph.eqns[i].op.name for i in ks.group.eqns)
                         log.warning("functrace: CUDA kernel for group %d (%s) failed, running "
                                     "it as single ops: %s", ks.group.id, names, str(exc)[:500])
-                        failed.extend(id(prog.graph.eqns[i]) for i in ks.group.eqns)
+                        failed.extend(ks.group.eqns)
                         self.compile_failures.append(str(exc))
                 if not failed and not failed_ops:
                     break
@@ -1089,7 +728,7 @@ def compile(graph: Graph, *, donate: tuple = (), eager: bool = False,
     """
     graphs = _graphs_default() if graphs is None else bool(graphs)
     key = (graph, tuple(donate), eager, hot_after, id(arrays) if arrays is not None else None,
-           config, graphs, _skinny_default() if config is None else None, _gemm_default())
+           config, graphs, skinny_default() if config is None else None, _gemm_default())
     ex = _executables.get(key)
     if ex is None:
         ex = Executable(graph, donate=donate, eager=eager, hot_after=hot_after, arrays=arrays,
@@ -1108,5 +747,5 @@ def clear_memory_caches() -> None:
     """Forget executables and loaded kernel modules (disk cache untouched;
     ``functrace.caches.clear_all`` does this and more)."""
     _executables.clear()
-    _modules.clear()
+    clear_modules()
 

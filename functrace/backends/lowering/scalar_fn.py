@@ -212,7 +212,7 @@ def _compile(inl: Inlined, target: str, in_dtypes) -> str | None:
             if not isinstance(ret, numba.types.Number | numba.types.Boolean):
                 return f"numba types its result as {ret}, not a number"
             return None
-        from .cuda_device import SimMath, simulator_enabled
+        from ..cuda.device import SimMath, simulator_enabled
         if simulator_enabled():
             ns["math"] = SimMath
             exec(compile(inl.source, f"<scalar {inl.name}>", "exec"), ns)

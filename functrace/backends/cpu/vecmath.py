@@ -22,17 +22,17 @@ ternaries that LLVM turns into ``select``; a loop like::
 is vectorised by LLVM to 512-bit (zmm) packed code (``vfmadd...pd zmm``).
 Each function is ``@njit(inline="always", error_model="numpy")`` with **no
 fast-math flags**.  ``inline="always"`` inlines at numba-IR level, so the
-*caller's* flags are what end up applying: generated loops use
-``JIT_OPTIONS`` (no flags either), because any flag reaches the caller's own
-arithmetic too -- ``contract`` fused the user's ``a * 2.0 + b`` into an FMA,
-``nsz`` and ``arcp`` changed signed zeros and divisions (issue 14,
-docs/numerics.md).  The fused multiply-adds these functions want are
-explicit instead (``_fma``: ``llvm.fma``, in polynomial steps and error
-terms), so their results and ulp bounds do not depend on the caller's flags,
-and no contraction leaks out of them.  ``fastmath=True`` would also drop
-inf/NaN semantics, and ``reassoc`` would break the error-free transformations
-used for accuracy; ``error_model="python"`` in the caller adds a zero-check
-branch to every division, which can stop vectorisation of
+*caller's* flags are what end up applying: generated loops use ``JIT_OPTIONS``
+(no flags either), because any flag reaches the caller's own arithmetic too --
+``contract`` fused the user's ``a * 2.0 + b`` into an FMA, ``nsz`` and
+``arcp`` changed signed zeros and divisions (tests/backends/test_ieee.py checks kernels
+against numpy bit for bit; docs/numerics.md). The fused multiply-adds these
+functions want are explicit instead (``_fma``: ``llvm.fma``, in polynomial
+steps and error terms), so their results and ulp bounds do not depend on the
+caller's flags, and no contraction leaks out of them. ``fastmath=True`` would
+also drop inf/NaN semantics, and ``reassoc`` would break the error-free
+transformations used for accuracy; ``error_model="python"`` in the caller adds
+a zero-check branch to every division, which can stop vectorisation of
 vtan/vlog/vlog1p/vtanh/vsigmoid.
 
 Design
@@ -78,7 +78,7 @@ Design
 
 Accuracy (float64; ulp = ``np.spacing`` of the exact result, measured against
 80-bit long double / mpmath references on 1e6 random points per function,
-1e5 for erf; bounds are what ``tests/test_vecmath.py`` asserts; every domain also gets a
+1e5 for erf; bounds are what ``tests/backends/test_vecmath.py`` asserts; every domain also gets a
 log-uniform band of |x| in [1e-300, 1e-3] of both signs)
 
 =========  ==========================================  =========  ========
@@ -114,11 +114,39 @@ NaN in -> NaN out; odd functions keep the sign of zero.
 
 import math
 
-import llvmlite.ir as llir
 import numba
 import numpy as np
-from numba import types
-from numba.extending import intrinsic
+
+from .vecmath_llvm import (
+    as_result as _as_result,
+)
+from .vecmath_llvm import (
+    copysign_f32 as _copysign_f32,
+)
+from .vecmath_llvm import (
+    f2i as _f2i,
+)
+from .vecmath_llvm import (
+    fma as _fma,
+)
+from .vecmath_llvm import (
+    i2f as _i2f,
+)
+from .vecmath_llvm import (
+    log_k_f32 as _log_k_f32,
+)
+from .vecmath_llvm import (
+    log_m_f32 as _log_m_f32,
+)
+from .vecmath_llvm import (
+    pow2_f32 as _pow2_f32,
+)
+from .vecmath_llvm import (
+    scale_f32 as _scale_f32,
+)
+from .vecmath_llvm import (
+    slow_libm as _slow_libm,
+)
 
 __all__ = [
     "VECMATH", "JIT_OPTIONS",
@@ -134,224 +162,6 @@ _JIT = dict(inline="always", error_model="numpy")
 _njit = numba.njit(**_JIT)
 
 _h = float.fromhex
-
-
-# --------------------------------------------------------------------------
-# intrinsics
-# --------------------------------------------------------------------------
-
-@intrinsic
-def _fma(typingctx, a, b, c):
-    """``a * b + c`` rounded once (``llvm.fma``; one ``vfmadd`` per vector). Used where a
-    function here *chooses* a fused multiply-add (polynomial steps, reduction error terms):
-    it is part of that function's definition, identical on every machine, and never leaks
-    into the caller's arithmetic, which no fast-math flag lets LLVM contract. (On an x86 CPU
-    without FMA3 -- before 2013 -- LLVM lowers it to a libm call: correct but slow.)"""
-    if not (a == b == c and a in (types.float64, types.float32)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ty = context.get_value_type(sig.return_type)
-        return builder.call(builder.module.declare_intrinsic("llvm.fma", [ty, ty, ty]), args)
-    return a(a, b, c), codegen
-
-
-@intrinsic
-def _f2i(typingctx, x):
-    """Bit pattern of a float64 (float32) as int64 (int32)."""
-    if x == types.float64:
-        rt = types.int64
-    elif x == types.float32:
-        rt = types.int32
-    else:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(rt))
-    return rt(x), codegen
-
-
-@intrinsic
-def _i2f(typingctx, i):
-    """float64 (float32) with the bit pattern of an int64 (int32)."""
-    if isinstance(i, types.Integer) and i.bitwidth == 64:
-        rt = types.float64
-    elif isinstance(i, types.Integer) and i.bitwidth == 32:
-        rt = types.float32
-    else:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(rt))
-    return rt(i), codegen
-
-
-@intrinsic
-def _as_result(typingctx, r, x):
-    """Cast float64 ``r`` to float32 if ``x`` is float32, else float64."""
-    rt = types.float32 if x == types.float32 else types.float64
-
-    def codegen(context, builder, sig, args):
-        return context.cast(builder, args[0], sig.args[0], rt)
-    return rt(r, x), codegen
-
-
-_VFS = (2, 4, 8, 16)
-
-
-def _masked_variant(module, name, scalar_fn, vf):
-    """Define ``<vf x double> name(<vf x double>, <vf x i1>)`` that calls
-    ``scalar_fn`` only on the active lanes (weak_odr: dedups across modules,
-    and is not dropped before the final vectorisation pass)."""
-    dbl = llir.DoubleType()
-    vt = llir.VectorType(dbl, vf)
-    mt = llir.VectorType(llir.IntType(1), vf)
-    fn = llir.Function(module, llir.FunctionType(vt, [vt, mt]), name=name)
-    fn.linkage = "weak_odr"
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
-    x, m = fn.args
-    cur = fn.append_basic_block("entry")
-    b = llir.IRBuilder(cur)
-    res = x
-    for j in range(vf):
-        idx = llir.Constant(llir.IntType(32), j)
-        then = fn.append_basic_block("lane%d" % j)
-        nxt = fn.append_basic_block("next%d" % j)
-        b.cbranch(b.extract_element(m, idx), then, nxt)
-        b.position_at_end(then)
-        val = b.call(scalar_fn, [b.extract_element(x, idx)])
-        res2 = b.insert_element(res, val, idx)
-        b.branch(nxt)
-        b.position_at_end(nxt)
-        phi = b.phi(vt)
-        phi.add_incoming(res, cur)
-        phi.add_incoming(res2, then)
-        res, cur = phi, nxt
-    b.ret(res)
-
-
-def _slow_libm(cname):
-    """Intrinsic calling libm ``cname(double)`` so that, inside a branch of a
-    vectorised loop, it is executed only for the lanes taking that branch."""
-    wname = "__functrace_vm_%s_slow" % cname
-
-    @intrinsic
-    def slow(typingctx, x):
-        if x != types.float64:
-            return None
-
-        def codegen(context, builder, sig, args):
-            mod = builder.module
-            wrapper = mod.globals.get(wname)
-            if wrapper is None:
-                dbl = llir.DoubleType()
-                fnty = llir.FunctionType(dbl, [dbl])
-                libm = mod.globals.get(cname)
-                if libm is None:
-                    libm = llir.Function(mod, fnty, name=cname)
-                wrapper = llir.Function(mod, fnty, name=wname)
-                wrapper.linkage = "weak_odr"
-                for a in ("nounwind", "readnone", "noinline"):
-                    wrapper.attributes.add(a)
-                bb = llir.IRBuilder(wrapper.append_basic_block("entry"))
-                bb.ret(bb.call(libm, wrapper.args))
-                variants = []
-                for vf in _VFS:
-                    vname = "%s_m%d" % (wname, vf)
-                    _masked_variant(mod, vname, libm, vf)
-                    variants.append("_ZGV_LLVM_M%dv_%s(%s)" % (vf, wname, vname))
-                # llvmlite only validates well-known attribute names; this is
-                # a string attribute, rendered verbatim.
-                set.add(wrapper.attributes,
-                        '"vector-function-abi-variant"="%s"' % ",".join(variants))
-            return builder.call(wrapper, args)
-        return types.float64(types.float64), codegen
-    return slow
-
-
-@intrinsic
-def _pow2_f32(typingctx, s):
-    """2.0**k as float32 from ``s = 0x1.8p23 + k`` (the float32 shifter; -126 <= k <= 127),
-    in 32-bit integer operations: ``s``'s low mantissa bits are ``k``, and shifting them into
-    the exponent field drops the shifter's bits. (numba would widen int32 arithmetic to
-    int64, halving the vector width.)"""
-    if s != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        i32 = llir.IntType(32)
-        b = builder.shl(builder.bitcast(args[0], i32), llir.Constant(i32, 23))
-        b = builder.add(b, llir.Constant(i32, 127 << 23))
-        return builder.bitcast(b, llir.FloatType())
-    return types.float32(s), codegen
-
-
-@intrinsic
-def _scale_f32(typingctx, p, s):
-    """p * 2.0**k as float32 from ``s = 0x1.8p23 + k`` (-254 <= k <= 254), as two factors
-    2**(k>>1) * 2**(k - (k>>1)), each a normal float32: overflow happens exactly where the
-    product overflows, and gradual underflow rounds once (the second product)."""
-    if p != types.float32 or s != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        i32, f32 = llir.IntType(32), llir.FloatType()
-        k = builder.sub(builder.bitcast(args[1], i32), llir.Constant(i32, 0x4B400000))
-        k1 = builder.ashr(k, llir.Constant(i32, 1))
-        k2 = builder.sub(k, k1)
-        bias = llir.Constant(i32, 127)
-        sh = llir.Constant(i32, 23)
-        f1 = builder.bitcast(builder.shl(builder.add(k1, bias), sh), f32)
-        f2 = builder.bitcast(builder.shl(builder.add(k2, bias), sh), f32)
-        return builder.fmul(builder.fmul(args[0], f1), f2)
-    return types.float32(p, s), codegen
-
-
-def _log_parts_ir(builder, x):
-    """i32 parts of a positive normal float32 x = 2**k * m, sqrt(1/2) <= m < sqrt(2)."""
-    i32 = llir.IntType(32)
-    ix = builder.sub(builder.bitcast(x, i32), llir.Constant(i32, 0x3F3504F3))
-    k = builder.ashr(ix, llir.Constant(i32, 23))
-    mbits = builder.add(builder.and_(ix, llir.Constant(i32, 0x007FFFFF)),
-                        llir.Constant(i32, 0x3F3504F3))
-    return k, mbits
-
-
-@intrinsic
-def _log_m_f32(typingctx, x):
-    """m of a positive normal float32 x = 2**k * m, sqrt(1/2) <= m < sqrt(2)."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(_log_parts_ir(builder, args[0])[1], llir.FloatType())
-    return types.float32(x), codegen
-
-
-@intrinsic
-def _log_k_f32(typingctx, x):
-    """k (as a float32) of a positive normal float32 x = 2**k * m."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.sitofp(_log_parts_ir(builder, args[0])[0], llir.FloatType())
-    return types.float32(x), codegen
-
-
-@intrinsic
-def _copysign_f32(typingctx, r, x):
-    """|r| with the sign of x, float32, in 32-bit integer operations."""
-    if r != types.float32 or x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        i32 = llir.IntType(32)
-        a = builder.and_(builder.bitcast(args[0], i32), llir.Constant(i32, 0x7FFFFFFF))
-        sgn = builder.and_(builder.bitcast(args[1], i32), llir.Constant(i32, -0x80000000))
-        return builder.bitcast(builder.or_(a, sgn), llir.FloatType())
-    return types.float32(r, x), codegen
 
 
 _slow_sin = _slow_libm("sin")

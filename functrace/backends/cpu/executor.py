@@ -42,20 +42,21 @@ from __future__ import annotations
 
 import builtins
 import logging
-import os
 import sys
-import threading
 import time
 
 import numpy as np
 
-from .. import caches
-from ..core import Graph
-from . import cpu_loop, numpy_ref
-from .cpu_driver import KernelStep, Program
-from .cpu_target import fusible, prefer_kernel, unfused_reason
-from .malloc_tuning import tune_once
-from .modfiles import cache_dir, load_source_module
+from ... import caches
+from ...core import Graph
+from .. import reference
+from ..lowering.executable import ExecutableBase, debug_level
+from ..malloc_tuning import tune_once
+from ..modfiles import cache_dir
+from . import loop
+from .driver import KernelStep, Program
+from .kernels import clear_kernels, is_cached_on_disk, load_kernel, load_loop
+from .target import fusible, prefer_kernel, unfused_reason
 
 __all__ = ["compile", "lower", "Executable", "Program", "fusible", "unfused_reason",
            "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel", "load_loop",
@@ -63,90 +64,19 @@ __all__ = ["compile", "lower", "Executable", "Program", "fusible", "unfused_reas
 
 log = logging.getLogger("functrace")
 
-# --------------------------------------------------------------------------------------------
-# kernel modules and the disk cache
-# --------------------------------------------------------------------------------------------
-
-def _unloader(package: str, prefix: str):
-    """An ``on_drop`` that forgets an evicted kernel module in ``sys.modules`` too (else the
-    module, its dispatcher and its machine code would outlive the cache entry)."""
-    def drop(key, _fn):
-        sys.modules.pop(f"{package}.{prefix}{key}", None)
-    return drop
-
-
-# key -> numba dispatcher (shared by every graph); key -> compiled loop (cpu_loop), likewise
-_kernels = caches.LRU("numba_cpu.kernels", scale=4,
-                      on_drop=_unloader("functrace_kernels", "ftk_"))
-_loops = caches.LRU("numba_cpu.loops", scale=4, on_drop=_unloader("functrace_loops", "ftl_"))
-_kernel_lock = threading.RLock()
-
-
-# module file prefix -> (in-memory memo, package name, function the module defines)
-_KINDS = {"ftk_": (_kernels, "functrace_kernels", "kernel"),
-          "ftl_": (_loops, "functrace_loops", "loop")}
-
-
-def is_cached_on_disk(key: str, prefix: str = "ftk_") -> bool:
-    """Whether numba has machine code for this kernel (``prefix="ftl_"``: compiled loop)
-    on disk (no numba import)."""
-    memo, _, fn = _KINDS[prefix]
-    if key in memo:
-        return True
-    d = os.path.join(cache_dir(), "__pycache__")
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return False
-    stem = f"{prefix}{key}.{fn}"
-    return any(n.startswith(stem) and n.endswith(".nbi") for n in names)
-
-
-def _load(prefix: str, key: str, source: str):
-    """The numba dispatcher defined by a generated module: from memory, else import its module
-    file (written first if missing). Compilation itself happens on the first call (or from
-    numba's cache)."""
-    memo, package, fn = _KINDS[prefix]
-    f = memo.get(key)
-    if f is not None:
-        return f
-    with _kernel_lock:
-        f = memo.get(key)
-        if f is None:
-            f = memo[key] = getattr(load_source_module(package, prefix, key, source), fn)
-        return f
-
-
-def load_kernel(key: str, source: str):
-    """The numba dispatcher of a kernel (``ftk_<key>.py``)."""
-    return _load("ftk_", key, source)
-
-
-def load_loop(key: str, source: str):
-    """The numba dispatcher of a compiled loop (``cpu_loop``, ``ftl_<key>.py``)."""
-    return _load("ftl_", key, source)
-
 
 def clear_memory_caches() -> None:
     """Forget compiled executables and in-memory kernels (disk cache untouched;
     ``functrace.caches.clear_all`` does this and more)."""
     _executables.clear()
-    _kernels.clear()
-    _loops.clear()
+    clear_kernels()
 
 
 # --------------------------------------------------------------------------------------------
 # executables
 # --------------------------------------------------------------------------------------------
 
-def _debug_level() -> int:
-    try:
-        return int(os.environ.get("FUNCTRACE_DEBUG", "0"))
-    except ValueError:
-        return 0
-
-
-class Executable:
+class Executable(ExecutableBase):
     """A graph bound to the CPU backend: interpreter tier first, compiled when hot.
 
     Call with the graph's flat input arrays; returns the list of outputs.
@@ -155,19 +85,9 @@ class Executable:
     def __init__(self, graph: Graph, *, parallel: bool = False, donate: tuple = (),
                  eager: bool = False, hot_after: int | None = None):
         tune_once()
-        self.graph = graph
+        super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after)
         self.parallel = parallel
-        self.donate = tuple(donate)
-        self.eager = eager
-        self.hot_after = hot_after if hot_after is not None else int(
-            os.environ.get("FUNCTRACE_HOT", "2"))
-        self.calls = 0
-        self._program: Program | None = None
         self._driver = None
-        self._pools: list = []
-        self._lock = threading.Lock()
-        self.compile_seconds = 0.0
-        self.compile_failures: list[str] = []   # groups numba could not compile
 
     # -- lowering and compiling ------------------------------------------------------------
     def lower(self) -> Program:
@@ -188,7 +108,7 @@ class Executable:
                 return self
             t0 = time.perf_counter()
             prog = self.lower()
-            dbg = _debug_level()
+            dbg = debug_level()
             if dbg >= 1:
                 print(f"functrace: compiling graph for the CPU\n{self.graph}", file=sys.stderr)
             for attempt in range(5):
@@ -210,14 +130,14 @@ class Executable:
                 for ls in prog.loops:
                     try:
                         fn = load_loop(ls.key, ls.source)
-                        cpu_loop.warm_up(fn, ls)
+                        loop.warm_up(fn, ls)
                     except Exception as exc:   # the loops stay unrolled
                         log.warning("functrace: compiled loop %s failed, running the graph "
                                     "unrolled: %s", ls.key, str(exc)[:500])
                         self.compile_failures.append(str(exc))
                         roll = False
                         break
-                    prog.namespace[ls.name] = cpu_loop.make_runner(fn, ls)
+                    prog.namespace[ls.name] = loop.make_runner(fn, ls)
                 if not failed and roll == prog.roll:
                     break
                 # re-plan without the failed equations (the last resort fuses nothing)
@@ -257,7 +177,7 @@ class Executable:
                 self.compile()
                 driver = self._driver
             else:
-                return numpy_ref.run(self.graph, args)
+                return reference.run(self.graph, args)
         args = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
         pools = self._pools
         try:

@@ -21,53 +21,20 @@ import logging
 
 import numpy as np
 
-from ..core import Graph, Lit, Var
-from ..passes.contract import contraction_sizes, contractions_as_reductions
-from ..passes.fusion import Group, OpStep, plan_fusion
-from ..passes.memory import escaping_values, plan_buffers, step_io, view_bases
-from . import numpy_ref
-from .codegen import Unsupported, build_spec
-from .cpu_target import TARGET, fusible, kernel_module_source, prefer_kernel
+from ...core import Graph, Lit, Var
+from ...passes.fusion import Group, OpStep
+from ...passes.memory import escaping_values, plan_buffers, step_io, view_bases
+from ...passes.roll import roll_loops
+from .. import reference
+from ..lowering.plan import fold_constants_any_size, fresh_result, plan_kernels
+from .dots import dot_dims, dot_expr, operand_expr, small_dots_as_loops
+from .kernels import is_cached_on_disk
+from .loop import LoopStep, body_ok
+from .target import CPU, kernel_module_source
 
-__all__ = ["Program", "KernelStep", "fold_constants_any_size"]
+__all__ = ["Program", "KernelStep"]
 
 log = logging.getLogger("functrace")
-
-_FOLD_LIMIT = 1 << 22      # elements; larger constant results stay equations
-
-
-def fold_constants_any_size(g: Graph) -> Graph:
-    """Evaluate, once at lowering time, every equation whose inputs are all literals (slices,
-    pads and arithmetic on constant basis matrices from ``jacfwd``, ...), however large: the
-    result becomes a literal the kernels read. (``passes.simplify`` folds only small ones,
-    to keep graphs printable; here the graph is about to run.)"""
-    from ..passes.simplify import fold_constants
-    return fold_constants(g, max_size=_FOLD_LIMIT, keep_scalar_broadcasts=False)
-
-
-#: contractions with at most this many multiply-adds become fused loops, not BLAS calls
-SMALL_DOT = 4096
-
-
-def small_dots_as_loops(g: Graph) -> Graph:
-    """Rewrite tiny ``dot_general``s (no batch axes, at most ``SMALL_DOT`` multiply-adds, float)
-    as ``reduce_sum(mul(broadcast x, broadcast y))`` over a loop shape *contracting axes
-    first*, then the free axes of x and y (``passes.contract``, layout "outer"). numpy's
-    matmul costs ~1 us of overhead even for a 16x16 matrix-vector product; as a loop the
-    product fuses with its neighbours (the accumulation of an outer product, the elementwise
-    code around a matrix-vector product), and the reduction takes the vectorised
-    accumulate-into-output path. Larger contractions stay BLAS calls."""
-    return contractions_as_reductions(g, _small_dot_layout)
-
-
-def _small_dot_layout(e) -> str | None:
-    (_, _), (xb, yb) = e.params["dimension_numbers"]
-    out = e.outputs[0].aval
-    if xb or yb or out.dtype.kind != "f" or not out.shape:
-        return None
-    _, m, n, k = contraction_sizes(e)
-    return "outer" if 0 < m * n * k <= SMALL_DOT else None
-
 
 class KernelStep:
     __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns")
@@ -94,44 +61,21 @@ class Program:
         # deterministic rewrites, so equation indices are stable across re-plans
         graph = fold_constants_any_size(graph)
         if roll:     # unrolled Python loops back into compiled loops (passes.roll)
-            from ..passes.roll import roll_loops
-            from .cpu_loop import body_ok
             graph = roll_loops(graph, body_ok)
         graph = small_dots_as_loops(graph)
         self.roll = roll
         self.graph = graph
         self.parallel = parallel
         self.donate = tuple(donate)
-        no_fuse = set(no_fuse)                      # equation indices kept out of kernels
-        index = {id(e): i for i, e in enumerate(graph.eqns)}
 
-        def can_fuse(e):
-            return index[id(e)] not in no_fuse and fusible(e)
-
-        # plan until every group can be expressed as a kernel (rare re-plans)
-        self.unsupported: list[tuple[str, str]] = []    # (ops, reason) of groups left out
-        for _ in range(8):
-            plan = plan_fusion(graph, can_fuse, prefer_kernel)
-            bad = []
-            kernels = {}
-            for s in plan.steps:
-                if isinstance(s, Group):
-                    try:
-                        spec, binding = build_spec(graph, s, TARGET, plan.resolve)
-                    except Unsupported as exc:
-                        log.debug("group %d not fused: %s", s.id, exc)
-                        self.unsupported.append(
-                            (" ".join(graph.eqns[i].op.name for i in s.eqns), str(exc)))
-                        bad.extend(s.eqns)
-                        continue
-                    key, src = kernel_module_source(spec, parallel)
-                    kernels[s.id] = KernelStep(s, spec, binding, key, src)
-            if not bad:
-                break
-            no_fuse.update(bad)
-        self.no_fuse = frozenset(no_fuse)
-        self.plan = plan
-        self.kernels = kernels
+        def kernel(group, spec, binding):
+            key, src = kernel_module_source(spec, parallel)
+            return KernelStep(group, spec, binding, key, src)
+        kp = plan_kernels(graph, CPU, kernel, no_fuse)
+        self.unsupported: list[tuple[str, str]] = kp.unsupported   # (ops, reason) left out
+        self.no_fuse = kp.no_fuse                   # equation indices kept out of kernels
+        self.plan = kp.plan
+        self.kernels = kp.kernels
         self._build_driver()
 
     # -- buffer plan + driver --------------------------------------------------------------
@@ -140,7 +84,7 @@ class Program:
         steps = self.plan.steps
         eqns = g.eqns
         reads, writes = step_io(g, steps, lambda s: self.kernels[s.id].binding)
-        escaping = escaping_values(g, steps, _fresh_result)
+        escaping = escaping_values(g, steps, fresh_result)
         kernel_out = set()
         for w, s in zip(writes, steps):
             if isinstance(s, Group):
@@ -168,14 +112,14 @@ class Program:
         # views made by numpy steps (reshape, transpose, slice, ...) keep their base's
         # storage alive until their own last use
         self.buffers = plan_buffers(reads, writes, g.outputs, poolable, nbytes, donated,
-                                    inplace_ok, aliases=view_bases(g, steps, _fresh_result))
+                                    inplace_ok, aliases=view_bases(g, steps, fresh_result))
         self._emit_driver(reads, writes, escaping)
 
     def _emit_driver(self, reads, writes, escaping):
         g = self.graph
         eqns = g.eqns
         bp = self.buffers
-        ns: dict = {"np": np, "_own": numpy_ref._own, "_donor": _donor, "_c": _c}
+        ns: dict = {"np": np, "_own": reference._own, "_donor": _donor, "_c": _c}
         names: dict[Var, str] = {}
         lit_names: dict[int, str] = {}
         n_const = [0]
@@ -290,15 +234,15 @@ class Program:
                     outs += ","
                 in_exprs = [nm(a) for a in e.inputs]
                 if e.op.name == "dot_general":
-                    ((pa, sa), (pb, sb)), mn = _dot_dims(e)
+                    ((pa, sa), (pb, sb)), mn = dot_dims(e)
                     xa, ya = e.inputs
-                    ops_ = [hoisted(xa, _operand_expr(nm(xa), xa.aval, pa, sa)),
-                            hoisted(ya, _operand_expr(nm(ya), ya.aval, pb, sb))]
+                    ops_ = [hoisted(xa, operand_expr(nm(xa), xa.aval, pa, sa)),
+                            hoisted(ya, operand_expr(nm(ya), ya.aval, pb, sb))]
                     v = e.outputs[0]
                     out2 = None
                     if v in bp.slot_of:
                         out2 = pool_view(bp.slot_of[v], mn, v.aval.dtype)
-                    expr = _dot_expr(e, ops_, out2)
+                    expr = dot_expr(e, ops_, out2)
                     if out2 is not None:
                         body.append(f"{expr}   # dot_general")
                         lv = pool_view(bp.slot_of[v], v.aval.shape, v.aval.dtype)
@@ -306,7 +250,6 @@ class Program:
                     else:
                         body.append(f"{outs} = {expr}   # dot_general")
                 elif e.op.name == "loop":
-                    from .cpu_loop import LoopStep
                     ls = LoopStep(e, f"L{len(self.loops)}")
                     self.loops.append(ls)
                     ns[ls.name] = _interpreted(e)     # until the compiled loop is loaded
@@ -358,7 +301,6 @@ class Program:
 
     def all_cached(self) -> bool:
         """Whether numba has every kernel on disk already (no numba import)."""
-        from .numba_cpu import is_cached_on_disk  # sibling; lazy to avoid an import cycle
         return all(is_cached_on_disk(ks.key) for ks in self.kernels.values()) and all(
             is_cached_on_disk(ls.key, "ftl_") for ls in self.loops)
 
@@ -387,12 +329,6 @@ def _c(x):
     return np.array(x, order="C")
 
 
-def _fresh_result(e) -> bool:
-    """Whether an op step's outputs are new arrays, never views of its inputs (the
-    declaration's ``fresh``)."""
-    return e.op.fresh
-
-
 def _donor(x, nbytes):
     """A donated input's memory as flat bytes, when it is a writeable C-contiguous numpy
     array (a donated view's memory is overwritten too: the caller gave it up)."""
@@ -408,52 +344,6 @@ def _dot_out_ok(e) -> bool:
         return False
     dt = e.outputs[0].aval.dtype
     return dt.kind in "fc" and e.inputs[0].aval.dtype == dt
-
-
-def _dot_dims(e):
-    """Plan-time layout of a dot_general as one (batched) matmul: the operand permutations,
-    the 3-d (or 2-d when there is no batch) operand shapes, and the result's matmul shape."""
-    (xc, yc), (xb, yb) = e.params["dimension_numbers"]
-    x, y = e.inputs[0].aval, e.inputs[1].aval
-    xf = tuple(d for d in range(x.ndim) if d not in xc and d not in xb)
-    yf = tuple(d for d in range(y.ndim) if d not in yc and d not in yb)
-
-    def size(shape, dims):
-        return int(np.prod([shape[d] for d in dims], dtype=np.int64))
-    B, M = size(x.shape, xb), size(x.shape, xf)
-    N, K = size(y.shape, yf), size(x.shape, xc)
-    lead = (B,) if xb else ()
-    pa, pb = tuple(xb) + xf + tuple(xc), tuple(yb) + tuple(yc) + yf
-    if not xb and (bool(xf) != bool(yf)):
-        # matrix-vector: keep the vector 1-d (no reshape, numpy picks gemv)
-        if not yf:
-            return ((pa, (M, K)), (pb, (K,))), (M,)
-        return ((pa, (K,)), (pb, (K, N))), (N,)
-    return ((pa, lead + (M, K)), (pb, lead + (K, N))), lead + (M, N)
-
-
-def _operand_expr(expr, aval, perm, shape):
-    if perm != tuple(range(aval.ndim)):
-        expr = f"{expr}.transpose({perm!r})"
-    if tuple(aval.shape[d] for d in perm) != tuple(shape):
-        expr = f"{expr}.reshape({tuple(shape)!r})"
-    return expr
-
-
-def _dot_expr(e, ops_, out) -> str:
-    """``np.matmul`` source for a dot_general whose operands ``ops_`` are already laid out
-    by ``_operand_expr`` (BLAS; transposes are views), writing into ``out`` when given."""
-    ((_, sa), (_, sb)), mn = _dot_dims(e)
-    a, b = ops_
-    # K == 1 (an outer product, e.g. per-example weight gradients): a broadcast multiply is
-    # about twice as fast as matmul's K=1 path
-    fn = "np.multiply" if len(sa) == len(sb) and sa[-1] == 1 else "np.matmul"
-    if out is not None:
-        return f"{fn}({a}, {b}, out={out})"
-    expr = f"{fn}({a}, {b})"
-    if tuple(mn) != e.outputs[0].aval.shape:
-        expr = f"{expr}.reshape({e.outputs[0].aval.shape!r})"
-    return expr
 
 
 def _view_expr(e, ins) -> str | None:

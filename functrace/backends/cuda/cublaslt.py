@@ -37,8 +37,8 @@ import typing
 
 import numpy as np
 
-from .. import caches
-from ..passes.contract import contraction_sizes
+from ... import caches
+from ...passes.contract import contraction_sizes
 
 log = logging.getLogger("functrace")
 
