@@ -518,6 +518,9 @@ def _check_vmap(progs, f, owner_out, B=3):
 # compiling differently: libm math, no fastmath flags
 # --------------------------------------------------------------------------------------------
 
+_LIBM_F64 = frozenset({"log2", "exp2"})
+
+
 @contextlib.contextmanager
 def kernel_variant(libm: bool = False):
     """CPU kernels compiled differently for the duration. ``libm``: the vecmath ops
@@ -534,7 +537,12 @@ def kernel_variant(libm: bool = False):
             for op, c in saved.items():
                 if c is not None and not isinstance(c, str) and hasattr(c.expr, "vecmath") \
                         and op.name != "logistic":          # no numpy function of that name
-                    op.code["cpu"] = ScalarCode(f"np.{op.name}({{0}})", c.kinds, c.alone)
+                    # numba 0.68 cannot compile np.log2 or np.exp2 of float32 and of float64
+                    # in one function (one LLVM declaration, two types): those compute in
+                    # float64, as the executor's own vecmath code for them does
+                    expr = (f"np.{op.name}(np.float64({{0}}))" if op.name in _LIBM_F64
+                            else f"np.{op.name}({{0}})")
+                    op.code["cpu"] = ScalarCode(expr, c.kinds, c.alone)
         yield
     finally:
         for op, c in saved.items():

@@ -76,6 +76,17 @@ REGRESSIONS: dict[str, Regression] = {
     ), "passes.fusion: the CUDA target gave gt(x, x) a kernel, a later kernel recomputed it, "
        "and the first kernel wrote nothing: its empty loop did not compile (numba fell back "
        "to cupy). Groups that write nothing are dropped now."),
+    # seed 20261201, batch 1: a kernel of the libm variant did not compile (numba 0.68 gives
+    # np.log2 and np.exp2 one LLVM declaration per function, so float32 and float64 uses
+    # clash); it ran with numpy, which the fuzzer counts as a failure
+    "libm_log2_exp2_of_two_dtypes_in_one_kernel": Regression((
+        P('float32', ((3,),), (S('log2', (0,), ()), S('exp2', (1,), ())), outputs=(2,), seed=1,
+          special=0.0),
+        P('float64', ((3,),), (S('log2', (0,), ()), S('exp2', (1,), ())), outputs=(2,), seed=2,
+          special=0.0),
+    ), "tests/support/fuzz_check.kernel_variant: the libm variant computes log2 and exp2 in "
+       "float64 (the executor's vecmath code never calls numba's np.log2/np.exp2).",
+        libm=True),
     "sum_of_one_negative_zero": Regression((
         P('float64', ((6,), (1,), (6,)), (
             S('matmul', (2, 0), ()),
