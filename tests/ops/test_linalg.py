@@ -4,7 +4,7 @@ Layers checked: eager calls are numpy's; traced graphs reproduce the eager value
 types); reverse-mode gradients match central differences *of numpy's own eager function*, to
 second order for the factorizations; the jvp rules match central differences and are the
 transposes of the vjp rules (dot-product test, real and complex); float32 stays float32; and the
-NUMERICS.md conventions (degenerate spectra, norm of the zero vector).
+docs/numerics.md conventions (degenerate spectra, norm of the zero vector).
 """
 
 import numpy as np

@@ -276,7 +276,7 @@ def test_grads_float32(c: OpCase, dt):
 
 def test_argmax_gradient_is_zero_not_an_error():
     """argmax/argsort outputs are integers: piecewise constant, so the gradient through them is
-    zero (NUMERICS.md). No op with a float output lacks a rule, so no row expects
+    zero (docs/numerics.md). No op with a float output lacks a rule, so no row expects
     MissingRuleError."""
     from functrace.core import registry
     for op in registry.values():
@@ -292,7 +292,7 @@ def test_argmax_gradient_is_zero_not_an_error():
 
 
 def test_tie_conventions():
-    """At ties the even split of NUMERICS.md (finite differences cannot check a kink)."""
+    """At ties the even split of docs/numerics.md (finite differences cannot check a kink)."""
     x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
     g = ft.grad(lambda x: fnp.sum(fnp.max(x, axis=1) * np.array([1.0, 3.0])))(x)
     np.testing.assert_array_equal(g, [[0.0, 0.5, 0.5], [1.0, 1.0, 1.0]])

@@ -246,7 +246,7 @@ for _n, _dt, _dom in [("sin", "int32", (-3, 3)), ("sqrt", "int8", (0, 9)),
                       ("cbrt", "int32", (-8, 8)), ("deg2rad", "int32", (-90, 90))]:
     case(f"{_n}:{_dt}", getattr(fnp, _n), ((2, 3),), dtypes=(_dt,), domain=_dom, order=None)
 
-# piecewise constant: zero gradient (documented in NUMERICS.md)
+# piecewise constant: zero gradient (documented in docs/numerics.md)
 for _n in ("floor", "ceil", "trunc", "fix", "rint", "round", "around"):
     case(f"{_n}:2x3", getattr(fnp, _n), ((2, 3),), domain=(off_integers(),), order=0)
 case("round:decimals", fnp.round, ((5,),), domain=(off_integers(),), order=0,

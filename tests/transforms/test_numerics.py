@@ -1,4 +1,4 @@
-"""Every convention of shared/NUMERICS.md (docs/numerics.md), one test each."""
+"""Every convention of docs/numerics.md, one test each."""
 
 import numpy as np
 import pytest
