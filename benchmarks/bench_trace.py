@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _timing import median_time
+from _timing import interleaved, median_time
 
 import functrace as ft
 import functrace.numpy as fnp
@@ -81,16 +81,15 @@ def main():
     rows.append(("gradient graph build / forward trace", t_vjp / t_tr, t_vjp, t_tr,
                  "vjp_graph + simplify vs trace (300-op chain)"))
 
-    # 5. grad per call on the interpreter tier
+    # 5. grad per call on the interpreter tier, timed interleaved with its peers (round r
+    # times every contender once), so a busy machine shifts all of them alike
     g = ft.grad(f60)
-    g(x10)
-    t_g = median_time(lambda: g(x10), repeat=9)
-    peers = {}
+    contenders = {"functrace": lambda: g(x10)}
     try:
         import autograd
         import autograd.numpy as anp
         ag = autograd.grad(chain(anp, 60))
-        peers["autograd"] = median_time(lambda: ag(x10), repeat=9)
+        contenders["autograd"] = lambda: ag(x10)
     except ImportError:
         pass
     try:
@@ -98,10 +97,12 @@ def main():
         import jax.numpy as jnp
         jax.config.update("jax_enable_x64", True)
         jg = jax.grad(chain(jnp, 60))
-        jg(x10)
-        peers["jax eager"] = median_time(lambda: jg(x10).block_until_ready(), repeat=5)
+        contenders["jax eager"] = lambda: jg(x10).block_until_ready()
     except ImportError:
         pass
+    med = interleaved(contenders, rounds=9)
+    t_g = med.pop("functrace")
+    peers = med
     rows.append(("ft.grad µs/call (60 ops, 10 elems)", t_g * 1e6, t_g, None, ""))
     for name, t in peers.items():
         rows.append((f"  {name} µs/call, ratio ft/{name}", t * 1e6, t_g / t, None, ""))
