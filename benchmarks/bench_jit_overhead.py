@@ -18,8 +18,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import functrace as ft  # noqa: E402
-import functrace.numpy as fnp  # noqa: E402
+import functrace as ft
+import functrace.numpy as fnp
 
 
 def per_call(f, a, n):
