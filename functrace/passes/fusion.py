@@ -124,20 +124,8 @@ def view_map(e: Eqn) -> tuple | None:
     return vm(e) if vm is not None else None
 
 
-def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
-                prefer_kernel: Callable[[Eqn], bool] = lambda e: True,
-                max_eqns: int = MAX_GROUP_EQNS, recompute: bool = True) -> FusionPlan:
-    """Partition ``graph`` into groups and single-op steps.
-
-    Args:
-        graph: the graph to plan.
-        fusible: whether the target can put this equation (elementwise, reduction, or a
-            ``fusion="shifted"`` equation) in a kernel; other equations become single-op steps.
-        prefer_kernel: whether a group made of just this one equation is still worth a
-            kernel (true for transcendental math; false for ``add``, ``reduce_sum``...).
-        max_eqns: bound on a group's size.
-        recompute: recompute cheap values of earlier groups instead of storing them.
-    """
+def _view_resolver(graph: Graph):
+    """The plan's view resolver over ``graph`` (``FusionPlan.resolve``), memoised per Var."""
     eqns = graph.eqns
     producer_eqn: dict[Var, int] = {}
     for i, e in enumerate(eqns):
@@ -172,6 +160,26 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             if cur.aval.ndim == 0:
                 return cur, ()
         return cur, cmap
+
+    return resolve
+
+
+def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
+                prefer_kernel: Callable[[Eqn], bool] = lambda e: True,
+                max_eqns: int = MAX_GROUP_EQNS, recompute: bool = True) -> FusionPlan:
+    """Partition ``graph`` into groups and single-op steps.
+
+    Args:
+        graph: the graph to plan.
+        fusible: whether the target can put this equation (elementwise, reduction, or a
+            ``fusion="shifted"`` equation) in a kernel; other equations become single-op steps.
+        prefer_kernel: whether a group made of just this one equation is still worth a
+            kernel (true for transcendental math; false for ``add``, ``reduce_sum``...).
+        max_eqns: bound on a group's size.
+        recompute: recompute cheap values of earlier groups instead of storing them.
+    """
+    eqns = graph.eqns
+    resolve = _view_resolver(graph)
 
     steps: list = []
     producer: dict[Var, object] = {}          # Var -> step
@@ -252,7 +260,19 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
                 if target not in lst[-4:]:
                     lst.append(target)
 
-    # a group of one cheap equation is a numpy call: no compile, same speed
+    _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel)
+
+    groups = [s for s in steps if isinstance(s, Group)]
+    if recompute:
+        _recompute(graph, groups, producer, resolve, reduction_out)
+
+    kept = _live_steps(graph, steps, groups, producer, resolve, reduction_out)
+    return FusionPlan(graph, kept, producer, resolve)
+
+
+def _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel) -> None:
+    """Replace, in place, each group of one equation ``prefer_kernel`` declines by an op step:
+    a group of one cheap equation is a numpy call (no compile, same speed)."""
     for k, s in enumerate(steps):
         if isinstance(s, Group) and len(s.eqns) == 1 and not prefer_kernel(eqns[s.eqns[0]]):
             st = OpStep(s.id, s.eqns[0])
@@ -261,13 +281,16 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
                 producer[o] = st
             reduction_out.difference_update(eqns[s.eqns[0]].outputs)
 
-    groups = [s for s in steps if isinstance(s, Group)]
-    if recompute:
-        _recompute(graph, groups, producer, resolve, reduction_out)
 
-    # which values each step reads (after folding) -> group outputs and needed views. A
-    # group whose every value is recomputed by later groups (and that closes no reduction)
-    # writes nothing: it is dropped, which may leave more values unread (a fixed point).
+def _live_steps(graph, steps, groups, producer, resolve, reduction_out) -> list:
+    """The steps that remain, renumbered, with each live group's ``outputs`` set.
+
+    Which values each step reads (after folding) gives group outputs and needed views. A
+    group whose every value is recomputed by later groups (and that closes no reduction)
+    writes nothing: it is dropped, which may leave more values unread (a fixed point). A view
+    op step nothing reads is dropped too.
+    """
+    eqns = graph.eqns
     live = groups
     while True:
         needed, outputs = _needed_values(graph, steps, live, producer, resolve, reduction_out)
@@ -287,7 +310,7 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
         kept.append(s)
     for k, s in enumerate(kept):
         s.id = k
-    return FusionPlan(graph, kept, producer, resolve)
+    return kept
 
 
 def _needed_values(graph, steps, groups, producer, resolve, reduction_out):

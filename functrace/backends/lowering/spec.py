@@ -399,9 +399,35 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
     # elementwise outputs: member values read outside the group (decided by the planner)
     outputs = [(names[v], v) for v in group.outputs if v in names]
 
-    # --- simplify the loop nest: drop extent-1 axes, merge axes every access reads in order
-    # (never a guarded axis: its guard tests its own index; nor a diagonal's axis: its value
-    # compares two indices)
+    # --- simplify the loop nest, then order the body by loop depth and close the reduction
+    operands, binding_ops, extents, new_of = _simplify_loop_nest(loop_shape, op_list, diags, red)
+    ndim = len(extents)
+    body, depth = _body_at_depths(operands, diags, lines, new_of, ndim, red)
+    reduction = None
+    if red is not None:
+        reduction, closed = _closing_reduction(red, new_of, ndim, depth, f"t{tmp}")
+        if closed is not None:
+            body.append(closed)
+            outputs.append((closed[0], red_eqn.outputs[0]))
+    outs = tuple((n, v.aval.dtype) for n, v in outputs)
+    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers))
+    bind_outs = [(v, extents or (1,)) for _, v in outputs]
+    bind_red = None
+    if reduction is not None:
+        rshape = tuple(extents[j] for j in range(ndim) if j not in reduction.axes)
+        bind_red = (red_eqn.outputs[0], rshape or (1,))
+    return spec, Binding(extents, binding_ops, bind_outs, bind_red)
+
+
+def _simplify_loop_nest(loop_shape, op_list, diags, red):
+    """Drop extent-1 loop axes and merge adjacent axes every access reads in order (never a
+    guarded axis: its guard tests its own index; nor a diagonal's axis: its value compares two
+    indices).
+
+    Returns ``(operands, binding_ops, extents, new_of)``: the ``Operand`` of each entry of
+    ``op_list`` on the new loop nest, its ``(root, runtime_shape)`` binding, the new loop
+    extents, and the new loop axis of each kept original one.
+    """
     nd = len(loop_shape)
     guarded: set[int] = set()
     for _root, _amap, shift in op_list:
@@ -449,9 +475,13 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
             operands.append(Operand(root.aval.dtype, tuple(new_axes),
                                     tuple(offsets) if any(offsets) else (), guards, fill))
         binding_ops.append((root, tuple(rshape) or (1,)))
-    ndim = len(extents)
+    return operands, binding_ops, extents, new_of
 
-    # --- depths: a value needs the loops of the operands it (transitively) reads (guards too)
+
+def _body_at_depths(operands, diags, lines, new_of, ndim, red) -> tuple[list, dict[str, int]]:
+    """The spec's body: the diagonal values, then ``lines``, each as ``(name, expr, dtype,
+    depth)``; and the depth of every operand and body value by name. A value needs the loops
+    of the operands it (transitively) reads (guards too)."""
     opdepth = {f"x{k}": read_depth(o) for k, o in enumerate(operands)}
     depth: dict[str, int] = dict(opdepth)
     body = []
@@ -471,41 +501,38 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
         dd = max([depth.get(u, 0) for u in used], default=0)
         depth[name] = dd
         body.append((name, expr, np.dtype(dt), dd))
-    reduction = None
-    if red is not None:
-        kind, src, in_dt, out_dt, axes = red
-        raxes = tuple(sorted({new_of[d] for d in axes if d in new_of}))
-        if not raxes:
-            # every reduced axis has extent 1: the result is the (cast) value itself
-            if kind == "logsumexp":
-                expr = src      # log(exp(x - m)) + m == x, inf and NaN included
-            elif kind in ("and", "or"):
-                expr = f"({src} != 0)" if np.dtype(in_dt).kind != "b" else src
-            else:
-                expr = src
-            if np.dtype(out_dt) != np.dtype(in_dt) or kind in ("and", "or"):
-                expr = f"{dtype_ctor(out_dt)}({expr})"
-            if kind == "sum" and np.dtype(out_dt).kind == "f":
-                # numpy adds to its identity: a sum of one -0.0 is +0.0
-                expr = f"({expr} + {const_expr(0, out_dt)})"
-            name = f"t{tmp}"
-            body.append((name, expr, np.dtype(out_dt), max(depth.get(src, 0), 0)))
-            outputs.append((name, red_eqn.outputs[0]))
-            red = None
-    if red is not None:
-        if kind == "logsumexp" and (raxes != (ndim - 1,)):
-            raise Unsupported("logsumexp over more than the innermost loop axis")
-        if kind in ("sum", "prod") and np.dtype(in_dt).kind == "b":
-            raise Unsupported("sum/prod of booleans")
-        reduction = Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes)
-    outs = tuple((n, v.aval.dtype) for n, v in outputs)
-    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers))
-    bind_outs = [(v, extents or (1,)) for _, v in outputs]
-    bind_red = None
-    if reduction is not None:
-        rshape = tuple(extents[j] for j in range(ndim) if j not in reduction.axes)
-        bind_red = (red_eqn.outputs[0], rshape or (1,))
-    return spec, Binding(extents, binding_ops, bind_outs, bind_red)
+    return body, depth
+
+
+def _closing_reduction(red, new_of, ndim, depth, name):
+    """The group's reduction ``red`` (``(kind, src, in_dtype, out_dtype, axes)``) on the
+    simplified loop nest: ``(Reduction, None)``, or, when every reduced axis has extent 1,
+    ``(None, line)`` with the body line ``name`` computing the (cast) value itself, an
+    elementwise output.
+
+    Raises:
+        Unsupported: a logsumexp over more than the innermost loop axis, a sum/prod of bools.
+    """
+    kind, src, in_dt, out_dt, axes = red
+    raxes = tuple(sorted({new_of[d] for d in axes if d in new_of}))
+    if not raxes:
+        if kind == "logsumexp":
+            expr = src      # log(exp(x - m)) + m == x, inf and NaN included
+        elif kind in ("and", "or"):
+            expr = f"({src} != 0)" if np.dtype(in_dt).kind != "b" else src
+        else:
+            expr = src
+        if np.dtype(out_dt) != np.dtype(in_dt) or kind in ("and", "or"):
+            expr = f"{dtype_ctor(out_dt)}({expr})"
+        if kind == "sum" and np.dtype(out_dt).kind == "f":
+            # numpy adds to its identity: a sum of one -0.0 is +0.0
+            expr = f"({expr} + {const_expr(0, out_dt)})"
+        return None, (name, expr, np.dtype(out_dt), max(depth.get(src, 0), 0))
+    if kind == "logsumexp" and (raxes != (ndim - 1,)):
+        raise Unsupported("logsumexp over more than the innermost loop axis")
+    if kind in ("sum", "prod") and np.dtype(in_dt).kind == "b":
+        raise Unsupported("sum/prod of booleans")
+    return Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes), None
 
 
 def _diag_cond(jp: int, jq: int, k: int, lo: int, hi: int, unsigned) -> str:
