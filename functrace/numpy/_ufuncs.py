@@ -212,20 +212,14 @@ def _bits(logical, bitwise):
     return prim
 
 
-def _no_bool_shift(prim):
-    def f(x, y):
-        return prim(x, y)      # numpy resolves bool << bool to an int8 loop: never bool here
-    return f
-
-
 _BITS = {
     "bitwise_and": (np.bitwise_and, _bits(ops.logical_and, ops.bitwise_and)),
     "bitwise_or": (np.bitwise_or, _bits(ops.logical_or, ops.bitwise_or)),
     "bitwise_xor": (np.bitwise_xor, _bits(ops.logical_xor, ops.bitwise_xor)),
     "invert": (np.invert, _bits(ops.logical_not, ops.invert)),
     "bitwise_not": (np.invert, _bits(ops.logical_not, ops.invert)),
-    "left_shift": (np.left_shift, _no_bool_shift(ops.left_shift)),
-    "right_shift": (np.right_shift, _no_bool_shift(ops.right_shift)),
+    "left_shift": (np.left_shift, ops.left_shift),      # bool << bool: an int8 loop
+    "right_shift": (np.right_shift, ops.right_shift),
 }
 for _alias, _of in (("bitwise_invert", "invert"), ("bitwise_left_shift", "left_shift"),
                     ("bitwise_right_shift", "right_shift")):

@@ -617,7 +617,7 @@ sinc_p = _f("sinc", _sinc_impl, _sinc_d, cpu="np.sinc({0})", kinds="f")
 
 abs_p = _f("abs", np.abs, cpu="np.abs({0})", cuda=sc.cuda(sc.abs_cuda, "iuf"),
            out_dtype=_to_real, cheap=True)
-sign_p = _f("sign", np.sign, cpu=sc.sign_cpu, cuda=sc.cuda(sc.sign_cuda, "iuf"), zero_grad=True,
+sign_p = _f("sign", np.sign, cpu=sc.sign_expr, cuda=sc.cuda(sc.sign_expr, "iuf"), zero_grad=True,
             cheap=True)
 floor_p = _f("floor", np.floor, cpu="np.floor({0})", zero_grad=True, kinds="f")
 ceil_p = _f("ceil", np.ceil, cpu="np.ceil({0})", zero_grad=True, kinds="f")

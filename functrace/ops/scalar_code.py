@@ -147,7 +147,8 @@ def float_helper_cpu(name, fallback):
     return f
 
 
-def sign_cpu(args, params, in_dts, out_dt):
+def sign_expr(args, params, in_dts, out_dt):
+    """numpy.sign on every target (the same Python-syntax expression for numba CPU and CUDA)."""
     x = args[0]
     dt = np.dtype(out_dt)
     one, zero = const_expr(1, dt), const_expr(0, dt)
@@ -200,10 +201,6 @@ def clip_cpu(args, params, in_dts, out_dt):
 # numba CUDA: libdevice math; every constant typed (float32 kernels never compute in float64)
 # --------------------------------------------------------------------------------------------
 
-def _c(value, dt) -> str:
-    return const_expr(value, dt)
-
-
 def nan_max(a: str, b: str) -> str:
     # numpy.maximum: NaN in either operand wins; on ties (+-0) the second operand
     return f"({a} if ({a} > {b} or {a} != {a}) else {b})"
@@ -224,7 +221,7 @@ def ipow_cuda(args, params, in_dts, out_dt):
     x, y = args[0], int(params["y"])
     dt = np.dtype(out_dt)
     if y == 0:
-        return _c(1, dt)
+        return const_expr(1, dt)
     if y == 1:
         return x
     if y == 2:
@@ -234,8 +231,8 @@ def ipow_cuda(args, params, in_dts, out_dt):
             return "(" + " * ".join([x] * y) + ")"
         raise Unsupported("integer power outside 0..8")
     if y == -1:
-        return f"({_c(1, dt)} / {x})"
-    return f"math.pow({x}, {_c(y, dt)})"
+        return f"({const_expr(1, dt)} / {x})"
+    return f"math.pow({x}, {const_expr(y, dt)})"
 
 
 #: libdevice's round-to-nearest multiply per float dtype (``libdevice`` in a kernel module)
@@ -253,17 +250,17 @@ def mul_cuda(args, params, in_dts, out_dt):
 
 
 def exp2_cuda(args, params, in_dts, out_dt):
-    return f"math.pow({_c(2, out_dt)}, {args[0]})"
+    return f"math.pow({const_expr(2, out_dt)}, {args[0]})"
 
 
 def rsqrt_cuda(args, params, in_dts, out_dt):
-    return f"({_c(1, out_dt)} / math.sqrt({args[0]}))"
+    return f"({const_expr(1, out_dt)} / math.sqrt({args[0]}))"
 
 
 def logistic_cuda(args, params, in_dts, out_dt):
     # the stable form of the numpy impl: exp(-|x|) never overflows
-    x, one = args[0], _c(1, out_dt)
-    return (f"({one} / ({one} + math.exp(-{x})) if {x} >= {_c(0, out_dt)} "
+    x, one = args[0], const_expr(1, out_dt)
+    return (f"({one} / ({one} + math.exp(-{x})) if {x} >= {const_expr(0, out_dt)} "
             f"else math.exp({x}) / ({one} + math.exp({x})))")
 
 
@@ -271,25 +268,10 @@ def logaddexp_cuda(args, params, in_dts, out_dt):
     # numpy's npy_logaddexp: equal arguments (incl. +-inf) give x + log(2)
     x, y = args
     d = f"({x} - {y})"
-    ln2 = _c(np.log(2.0), out_dt)
+    ln2 = const_expr(np.log(2.0), out_dt)
     return (f"({x} + {ln2} if {x} == {y} else ({x} + math.log1p(math.exp(-{d})) if {d} > "
-            f"{_c(0, out_dt)} else ({y} + math.log1p(math.exp({d})) if {d} <= "
-            f"{_c(0, out_dt)} else {d})))")
-
-
-def sign_cuda(args, params, in_dts, out_dt):
-    x = args[0]
-    dt = np.dtype(out_dt)
-    one, zero = _c(1, dt), _c(0, dt)
-    if dt.kind == "u":
-        return f"({one} if {x} > {zero} else {zero})"
-    if dt.kind == "b":
-        return x
-    if dt.kind == "i":
-        return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {zero}))"
-    # numpy: sign(+-0) = +0, sign(nan) = nan
-    return (f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else "
-            f"({x} if {x} != {x} else {zero})))")
+            f"{const_expr(0, out_dt)} else ({y} + math.log1p(math.exp({d})) if {d} <= "
+            f"{const_expr(0, out_dt)} else {d})))")
 
 
 def abs_cuda(args, params, in_dts, out_dt):
@@ -299,7 +281,7 @@ def abs_cuda(args, params, in_dts, out_dt):
 
 
 def signbit_cuda(args, params, in_dts, out_dt):
-    return f"(math.copysign({_c(1, in_dts[0])}, {args[0]}) < {_c(0, in_dts[0])})"
+    return f"(math.copysign({const_expr(1, in_dts[0])}, {args[0]}) < {const_expr(0, in_dts[0])})"
 
 
 def maxmin_cuda(is_max: bool):

@@ -66,10 +66,6 @@ CODEGEN_VERSION = "5"
 TARGET = "cuda"
 
 
-def _c(value, dt) -> str:
-    return const_expr(value, dt)
-
-
 class CudaTarget(Target):
     """The CUDA target's answers to the shared lowering (``lowering.plan.Target``)."""
 
@@ -279,21 +275,21 @@ def acc_dtype(red: Reduction) -> np.dtype:
 def _identity(kind: str, dt: np.dtype) -> str:
     dt = np.dtype(dt)
     if kind == "sum":
-        return _c(0, dt)
+        return const_expr(0, dt)
     if kind == "prod":
-        return _c(1, dt)
+        return const_expr(1, dt)
     if kind == "and":
         return "True"
     if kind == "or":
         return "False"
     if kind == "max":
         if dt.kind == "f":
-            return _c(-np.inf, dt)
-        return "False" if dt.kind == "b" else _c(np.iinfo(dt).min, dt)
+            return const_expr(-np.inf, dt)
+        return "False" if dt.kind == "b" else const_expr(np.iinfo(dt).min, dt)
     if kind == "min":
         if dt.kind == "f":
-            return _c(np.inf, dt)
-        return "True" if dt.kind == "b" else _c(np.iinfo(dt).max, dt)
+            return const_expr(np.inf, dt)
+        return "True" if dt.kind == "b" else const_expr(np.iinfo(dt).max, dt)
     raise Unsupported(kind)
 
 
@@ -318,14 +314,14 @@ def _cast(dt: np.dtype, expr: str) -> str:
 
 def _lse_shift(m: str, adt) -> str:
     """The numpy impl's shift: the maximum where finite, else 0."""
-    return f"({m} if {m} - {m} == {_c(0, adt)} else {_c(0, adt)})"
+    return f"({m} if {m} - {m} == {const_expr(0, adt)} else {const_expr(0, adt)})"
 
 
 def _safe_log(x: str, adt) -> str:
     """log of a sum of exponentials (>= 0 or NaN), with log(0) = -inf spelt out (Python's
     math.log raises there, so the simulator needs it; on the GPU it is one select)."""
-    return (f"(math.log({x}) if {x} > {_c(0, adt)} else "
-            f"({_c(-np.inf, adt)} if {x} == {_c(0, adt)} else {x}))")
+    return (f"(math.log({x}) if {x} > {const_expr(0, adt)} else "
+            f"({const_expr(-np.inf, adt)} if {x} == {const_expr(0, adt)} else {x}))")
 
 
 def _block_tree(w: _W, ind: int, kind: str, adt, sm: str = "sm"):
@@ -420,7 +416,7 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
 
     if lse:
         # pass 1: the maximum; pass 2: the sum of exp(v - shift); outputs written in pass 2
-        w(2, f"acc = {_c(-np.inf, adt)}")
+        w(2, f"acc = {const_expr(-np.inf, adt)}")
         body_loop(nan_max("acc", vin), False)
         if blk:
             w(2, "sm[tid] = acc")
@@ -429,7 +425,7 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
         else:
             w(2, "m = acc")
         w(2, f"shift = {_lse_shift('m', adt)}")
-        w(2, f"acc = {_c(0, adt)}")
+        w(2, f"acc = {const_expr(0, adt)}")
         body_loop(f"acc + math.exp({vin} - shift)", True)
         if blk:
             w(2, "sm[tid] = acc")
@@ -525,7 +521,7 @@ def _store_guard(w: _W, blk: bool) -> int:
 
 def _lse_pairs(w: _W, segments: str, adt) -> None:
     """``acc``: the sum over ``segments`` of each (max, sum) pair rescaled to ``shift``."""
-    zero = _c(0, adt)
+    zero = const_expr(0, adt)
     w(2, f"acc = {zero}")
     w(2, f"for s in {segments}:")
     w(3, "l = p1[k, s]")
@@ -548,7 +544,7 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
     if per_thread:
         w(1, "for k in range(cuda.grid(1), nk, cuda.gridsize(1)):")
         if kind == "logsumexp":
-            w(2, f"m = {_c(-np.inf, adt)}")
+            w(2, f"m = {const_expr(-np.inf, adt)}")
             w(2, "for s in range(nseg):")
             w(3, f"m = {nan_max('m', 'p0[k, s]')}")
             w(2, f"shift = {_lse_shift('m', adt)}")
@@ -566,7 +562,7 @@ def render_finish(kind: str, acc_dt, out_dt, block: int, fn_name: str = "finish"
     w(1, "nthr = cuda.blockDim.x")
     w(1, "for k in range(cuda.blockIdx.x, nk, cuda.gridDim.x):")
     if kind == "logsumexp":
-        w(2, f"acc = {_c(-np.inf, adt)}")
+        w(2, f"acc = {const_expr(-np.inf, adt)}")
         w(2, "for s in range(tid, nseg, nthr):")
         w(3, f"acc = {nan_max('acc', 'p0[k, s]')}")
         w(2, "sm[tid] = acc")
