@@ -18,6 +18,7 @@ from . import numpy as _fnp  # noqa: F401  (installs the array protocol on trace
 from . import device, extend, nn, test_util, tree_util  # noqa: F401  (ft.extend)
 from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
                   stop_gradient, trace, value_and_grad, vjp)
+from .control import cond, fori_loop, map, scan, switch, while_loop
 from .core import AVal, Graph, verify
 from .device import device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
@@ -33,7 +34,8 @@ from . import autograd  # the MXNet-style imperative API: the top layer, importe
 __version__ = "0.1.0"
 
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
-           "jacrev", "jacobian", "hessian", "jit", "stop_gradient", "clear_caches",
+           "jacrev", "jacobian", "hessian", "jit", "cond", "switch", "while_loop", "fori_loop",
+           "scan", "map", "stop_gradient", "clear_caches",
            "custom_vjp", "custom_jvp", "checkpoint", "remat", "safe_where", "Symbol",
            "ShapeDtype", "AVal", "Graph", "verify", "device_put", "device_get", "device",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",

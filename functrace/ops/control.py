@@ -1,12 +1,13 @@
-"""Control-flow primitives: ``loop``, a counted loop over a body graph.
+"""Control-flow primitives: counted loops, branches, while loops, and sub-graph calls.
 
-Owns ``loop_p``, and the sub-graph ops ``checkpoint_p``, ``custom_vjp_call_p`` and
-``custom_jvp_call_p`` (their rules are attached by ``autodiff`` and ``batching``).
-``passes.roll`` creates ``loop_p`` when it finds a Python loop that tracing unrolled
-(the same equations repeated, each trip reading the last trip's results), so a compiled
-backend can run the trip as one compiled loop instead of thousands of unrolled steps. It is
-the rolled form the executors consume; user-facing control flow (``scan``, ``fori_loop``) will
-be built on the same op. Imports core/tracing only.
+Owns ``loop_p`` (a counted loop: what ``ft.scan`` and ``ft.fori_loop`` bind, and what
+``passes.roll`` folds an unrolled Python loop back into), ``cond_p`` (``ft.cond``/``ft.switch``),
+``while_p`` (``ft.while_loop``), ``specialize_p`` (a graph built for a run-time integer: the
+reverse pass of a while loop, whose trip count is known only when it runs), and the sub-graph
+ops ``checkpoint_p``, ``custom_vjp_call_p`` and ``custom_jvp_call_p``. Every one holds its
+sub-graphs as params (printed, kept through JSON); their vjp, jvp and batch rules are graph
+transforms of those sub-graphs, attached by the transform layer (``autodiff``, ``batching``,
+``control_rules``). Imports core/tracing only.
 
 Semantics of ``loop(*consts, *inits, *arrays; body, length, n_consts, n_carry, xs)``::
 
@@ -17,17 +18,62 @@ Semantics of ``loop(*consts, *inits, *arrays; body, length, n_consts, n_carry, x
         carry, y_j = body(*consts, *carry, *x_j)     # body returns carries, then ys
         ys[k][j] = y_j[k]
     return (*carry, *ys)                             # ys stacked along a new leading axis
+
+``cond(index, *operands; branches)`` runs ``branches[clip(index, 0, len - 1)](*operands)``.
+
+``while(*cond_consts, *body_consts, *init; cond, body, n_cond_consts, n_body_consts)`` runs
+``while cond(*cond_consts, *carry): carry = body(*body_consts, *carry)`` and returns
+``(*carry, trips)``: the trip count (int64) is an output so that the reverse pass can run
+the loop backwards that many times.
+
+``specialize(n, *args; build, out_types)`` evaluates the graph ``specialized_graph(build,
+int(n))`` on ``args``: ``build`` is a tuple of params (JSON-safe) naming a recipe in
+``SPECIALIZERS``, and ``out_types`` the result types, which never depend on ``n``.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import numpy as np
 
-from ..core import AVal, Graph, Op
+from .. import caches
+from ..core import AVal, Eqn, Graph, Op, Var
 from ..errors import ShapeError
-from ..tracing import eval_graph
+from ..tracing import current_trace, eval_graph
 
-__all__ = ["loop_p", "loop_slices", "checkpoint_p", "custom_vjp_call_p", "custom_jvp_call_p"]
+__all__ = ["SUBGRAPH_RUNNER", "run_subgraph", "holds_graphs", "loop_p", "loop_slices",
+           "loop_read_spec", "cond_p", "branch_index", "while_p", "specialize_p",
+           "specialized_graph", "SPECIALIZERS", "checkpoint_p", "custom_vjp_call_p",
+           "custom_jvp_call_p"]
+
+
+#: how the impls of these ops evaluate their sub-graphs when they run outside any trace:
+#: None (the reference interpreter, ``eval_graph``) or ``(graph, args) -> outputs``. A
+#: compiled target sets it around a sub-graph op's step, so a loop body, a branch or a while
+#: condition runs as that target's compiled code.
+SUBGRAPH_RUNNER: ContextVar = ContextVar("functrace_subgraph_runner", default=None)
+
+
+def run_subgraph(graph: Graph, args) -> list:
+    """``graph`` evaluated on ``args``: by the current target's runner when one is set and
+    no trace is recording, else by ``eval_graph`` (which records into a trace)."""
+    runner = SUBGRAPH_RUNNER.get()
+    if runner is None or current_trace() is not None:
+        return eval_graph(graph, list(args))
+    return list(runner(graph, list(args)))
+
+
+def holds_graphs(params) -> bool:
+    """Whether an equation's params hold a sub-graph (directly or inside tuples)."""
+    stack = list(params.values())
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Graph):
+            return True
+        if isinstance(v, tuple):
+            stack.extend(v)
+    return False
 
 
 def loop_slices(spec, j: int) -> tuple:
@@ -39,6 +85,16 @@ def loop_slices(spec, j: int) -> tuple:
         b = s + j * d
         out.append(slice(b, b + n, st))
     return tuple(out)
+
+
+def loop_read_spec(shape: tuple, reverse: bool = False) -> tuple:
+    """The per-trip read of row ``j`` of an array of ``shape`` (row ``L - 1 - j`` when
+    ``reverse``): what ``scan`` reads its ``xs`` with. A trip sees shape ``(1, *shape[1:])``."""
+    n = len(shape)
+    start = ((shape[0] - 1 if reverse else 0),) + (0,) * (n - 1)
+    step = ((-1 if reverse else 1),) + (0,) * (n - 1)
+    span = (1,) + tuple(shape[1:])
+    return (start, step, span, (1,) * n)
 
 
 def _sliced_aval(a: AVal, spec) -> AVal:
@@ -77,7 +133,7 @@ def _loop_impl(*args, body: Graph, length: int, n_consts: int, n_carry: int, xs)
     ys = [np.empty((length,) + v.aval.shape, v.aval.dtype) for v in outs[n_carry:]]
     for j in range(length):
         x_j = [a[loop_slices(spec, j)] for a, spec in zip(arrays, xs)]
-        res = eval_graph(body, consts + carry + x_j)
+        res = run_subgraph(body, consts + carry + x_j)
         carry = list(res[:n_carry])
         for y, r in zip(ys, res[n_carry:]):
             y[j] = r
@@ -88,6 +144,124 @@ def _loop_impl(*args, body: Graph, length: int, n_consts: int, n_carry: int, xs)
 # per-trip results (stacked on a new leading axis) out
 loop_p = Op("loop", _loop_abstract, _loop_impl, multiple_results=True, fresh=True,
             c_result=True)
+
+
+# --------------------------------------------------------------------------------------------
+# cond: one of several branch graphs, chosen by a run-time index
+# --------------------------------------------------------------------------------------------
+
+def _cond_abstract(index, *avals, branches):
+    if index.shape != () or index.dtype.kind not in "iub":
+        raise ShapeError(f"cond: the branch index must be an integer scalar, got {index}")
+    if not branches:
+        raise ShapeError("cond: needs at least one branch")
+    for b in branches:
+        if b.in_avals != tuple(avals):
+            raise ShapeError(f"cond: a branch takes {b.in_avals}, got operands {avals}")
+        if b.out_avals != branches[0].out_avals:
+            raise ShapeError(f"cond: branches return different types: "
+                             f"{branches[0].out_avals} and {b.out_avals}")
+    return branches[0].out_avals
+
+
+def branch_index(index, n: int) -> int:
+    """The branch a run-time ``index`` selects among ``n`` (clamped, as ``lax.switch``)."""
+    return min(max(int(index), 0), n - 1)
+
+
+def _cond_impl(index, *args, branches):
+    g = branches[branch_index(index, len(branches))]
+    return tuple(np.array(v, copy=True) if any(v is a for a in args) else v
+                 for v in run_subgraph(g, args))
+
+
+cond_p = Op("cond", _cond_abstract, _cond_impl, multiple_results=True)
+
+
+# --------------------------------------------------------------------------------------------
+# while: a loop whose trip count depends on the values
+# --------------------------------------------------------------------------------------------
+
+def _while_abstract(*avals, cond: Graph, body: Graph, n_cond_consts: int, n_body_consts: int):
+    nc, nb = n_cond_consts, n_body_consts
+    carry = tuple(avals[nc + nb:])
+    if tuple(avals[:nc]) + carry != cond.in_avals:
+        raise ShapeError(f"while: the condition takes {cond.in_avals}, got "
+                         f"{tuple(avals[:nc]) + carry}")
+    if tuple(avals[nc:nc + nb]) + carry != body.in_avals:
+        raise ShapeError(f"while: the body takes {body.in_avals}, got "
+                         f"{tuple(avals[nc:nc + nb]) + carry}")
+    if body.out_avals != carry:
+        raise ShapeError(f"while: the body returns {body.out_avals} for a carry {carry}")
+    if cond.out_avals != (AVal((), np.bool_),):
+        raise ShapeError(f"while: the condition must return one boolean scalar, got "
+                         f"{cond.out_avals}")
+    return carry + (AVal((), np.int64),)
+
+
+def _while_impl(*args, cond: Graph, body: Graph, n_cond_consts: int, n_body_consts: int):
+    nc, nb = n_cond_consts, n_body_consts
+    cc, bc = list(args[:nc]), list(args[nc:nc + nb])
+    carry = list(args[nc + nb:])
+    trips = 0
+    while bool(run_subgraph(cond, cc + carry)[0]):
+        carry = run_subgraph(body, bc + carry)
+        trips += 1
+    return tuple([np.array(c, copy=True) for c in carry] + [np.int64(trips)])
+
+
+while_p = Op("while", _while_abstract, _while_impl, multiple_results=True, fresh=True)
+
+
+# --------------------------------------------------------------------------------------------
+# specialize: a graph made for a run-time integer (the reverse pass of a while loop)
+# --------------------------------------------------------------------------------------------
+
+#: recipe name -> ``(build, n) -> Graph``; ``"fori"`` is below, the transform layer adds
+#: ``"vjp"``, ``"jvp"`` and ``"batch"`` (a recipe of a recipe's graph)
+SPECIALIZERS: dict = {}
+
+_specialized = caches.LRU("control.specialized", scale=4)
+
+
+def specialized_graph(build: tuple, n: int) -> Graph:
+    """The graph the recipe ``build`` makes for the integer ``n`` (cached)."""
+    key = (build, n)
+    g = _specialized.get(key)
+    if g is None:
+        maker = SPECIALIZERS.get(build[0])
+        if maker is None:
+            raise ShapeError(f"specialize: unknown recipe {build[0]!r}")
+        g = _specialized[key] = maker(build, n)
+    return g
+
+
+def _fori_graph(build, n: int) -> Graph:
+    """``("fori", body, n_consts, n_carry)``: ``n`` trips of ``body`` over its carries (a
+    graph of one ``loop`` equation taking the consts and the initial carries)."""
+    _, body, n_consts, n_carry = build
+    ins = [Var(v.aval) for v in body.inputs]
+    outs = [Var(v.aval) for v in body.outputs[:n_carry]]
+    params = dict(body=body, length=int(n), n_consts=n_consts, n_carry=n_carry, xs=())
+    return Graph(ins, [Eqn(loop_p, ins, params, outs)], outs)
+
+
+SPECIALIZERS["fori"] = _fori_graph
+
+
+def _spec_abstract(n, *avals, build, out_types):
+    if n.shape != () or n.dtype.kind not in "iu":
+        raise ShapeError(f"specialize: the count must be an integer scalar, got {n}")
+    return tuple(AVal(s, d) for s, d in out_types)
+
+
+def _spec_impl(n, *args, build, out_types):
+    g = specialized_graph(build, int(n))
+    return tuple(np.array(v, copy=True) if any(v is a for a in args) else v
+                 for v in run_subgraph(g, args))
+
+
+specialize_p = Op("specialize", _spec_abstract, _spec_impl, multiple_results=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +276,7 @@ def _sub_abstract(*avals, graph, **_):
 
 
 def _checkpoint_impl(*args, graph, prevent_cse=True):
-    return tuple(eval_graph(graph, list(args)))
+    return tuple(run_subgraph(graph, args))
 
 
 # evaluate a sub-graph; its vjp recomputes the forward pass instead of keeping intermediates

@@ -249,7 +249,7 @@ class Program:
                         body.append(f"{outs} = {lv}")
                     else:
                         body.append(f"{outs} = {expr}   # dot_general")
-                elif e.op.name == "loop":
+                elif e.op.name == "loop" and body_ok(e):
                     ls = LoopStep(e, f"L{len(self.loops)}")
                     self.loops.append(ls)
                     ns[ls.name] = _interpreted(e)     # until the compiled loop is loaded

@@ -1,0 +1,284 @@
+"""Structured control flow: every construct against the equivalent Python loop, finite
+differences to second order (both modes), vmap against a loop over the batch, jit on the
+CPU executor and the reference interpreter, printing and JSON."""
+
+import numpy as np
+import pytest
+
+import functrace as ft
+import functrace.numpy as fnp
+from functrace.test_util import check_grads
+
+RNG = np.random.default_rng(0)
+W = RNG.normal(size=(3, 3)) * 0.5
+XS = RNG.normal(size=(6, 3))
+
+
+def rnn_scan(h0, w, xs):
+    def step(h, x):
+        h = fnp.tanh(w @ h + x)
+        return h, fnp.sum(h * h)
+    h, ys = ft.scan(step, h0, xs)
+    return fnp.sum(h) + fnp.sum(ys * ys)
+
+
+def rnn_py(h0, w, xs):
+    h, ys = h0, []
+    for t in range(xs.shape[0]):
+        h = fnp.tanh(w @ h + xs[t])
+        ys.append(fnp.sum(h * h))
+    return fnp.sum(h) + fnp.sum(fnp.stack(ys) ** 2)
+
+
+def rev_scan(h0, w, xs):
+    h, ys = ft.scan(lambda h, x: (fnp.sin(h * x) + w[0], h * x), h0, xs, reverse=True)
+    return fnp.sum(h) + fnp.sum(ys * fnp.arange(6.0)[:, None])
+
+
+def rev_py(h0, w, xs):
+    h, ys = h0, [None] * 6
+    for t in reversed(range(6)):
+        ys[t] = h * xs[t]
+        h = fnp.sin(h * xs[t]) + w[0]
+    return fnp.sum(h) + fnp.sum(fnp.stack(ys) * fnp.arange(6.0)[:, None])
+
+
+def pytree_scan(h0, w, xs):
+    def step(c, x):
+        a, b = c["a"], c["b"]
+        return {"a": a * fnp.cos(x["u"]), "b": b + a}, (a, fnp.exp(-x["u"] * b))
+    c, (ya, yb) = ft.scan(step, {"a": h0, "b": h0 * 0.5}, {"u": xs})
+    return fnp.sum(c["a"] * c["b"]) + fnp.sum(ya) + fnp.sum(yb * w[1])
+
+
+def pytree_py(h0, w, xs):
+    a, b, ya, yb = h0, h0 * 0.5, [], []
+    for t in range(6):
+        ya.append(a)
+        yb.append(fnp.exp(-xs[t] * b))
+        a, b = a * fnp.cos(xs[t]), b + a
+    return fnp.sum(a * b) + fnp.sum(fnp.stack(ya)) + fnp.sum(fnp.stack(yb) * w[1])
+
+
+def fori_static(h0, w, xs):
+    # a closed-over numpy array indexed by the loop counter: fnp.take (numpy's own
+    # indexing cannot take a traced index)
+    return fnp.sum(ft.fori_loop(1, 5, lambda i, h: fnp.tanh(w @ h) * i + fnp.take(xs, i, 0),
+                                h0))
+
+
+def fori_py(h0, w, xs):
+    h = h0
+    for i in range(1, 5):
+        h = fnp.tanh(w @ h) * i + xs[i]
+    return fnp.sum(h)
+
+
+def while_fn(h0, w, xs):
+    def cond(c):
+        return c[0] < 3.0
+
+    def body(c):
+        s, h = c
+        h = fnp.sin(w @ h) + h
+        return s + fnp.sum(h * h) * 0.1 + 0.25, h
+    s, h = ft.while_loop(cond, body, (fnp.sum(h0 * 0.0), h0))
+    return s + fnp.sum(h)
+
+
+def while_py(h0, w, xs):
+    s, h = fnp.sum(h0 * 0.0), h0
+    while s < 3.0:
+        h = fnp.sin(w @ h) + h
+        s = s + fnp.sum(h * h) * 0.1 + 0.25
+    return s + fnp.sum(h)
+
+
+def cond_fn(h0, w, xs):
+    return ft.cond(fnp.sum(h0) > 0, lambda a, b: fnp.sum(fnp.sin(a) * b),
+                   lambda a, b: fnp.sum(a * a) - b[0, 0], h0, w)
+
+
+def cond_py(h0, w, xs):
+    return fnp.sum(fnp.sin(h0) * w) if fnp.sum(h0) > 0 else fnp.sum(h0 * h0) - w[0, 0]
+
+
+def switch_fn(h0, w, xs):
+    i = fnp.argmax(h0)
+    return fnp.sum(ft.switch(i, [lambda h: h * 2.0, fnp.sin, lambda h: w @ h], h0))
+
+
+def switch_py(h0, w, xs):
+    i = int(np.argmax(np.asarray(ft.stop_gradient(h0))))
+    return fnp.sum([lambda h: h * 2.0, fnp.sin, lambda h: w @ h][i](h0))
+
+
+def map_fn(h0, w, xs):
+    return fnp.sum(ft.map(lambda x: fnp.tanh(w @ x + h0), xs) ** 2)
+
+
+def map_py(h0, w, xs):
+    return fnp.sum(fnp.stack([fnp.tanh(w @ xs[t] + h0) for t in range(6)]) ** 2)
+
+
+def nested(h0, w, xs):
+    def outer(h, x):
+        inner = ft.fori_loop(0, 3, lambda i, g: fnp.sin(g) * x + h, h)
+        return ft.cond(fnp.sum(inner) > 0, lambda v: v * 0.5, fnp.cos, inner), inner[0]
+    h, ys = ft.scan(outer, h0, xs)
+    return fnp.sum(h) + fnp.sum(ys)
+
+
+def nested_py(h0, w, xs):
+    h, ys = h0, []
+    for t in range(6):
+        g = h
+        for _ in range(3):
+            g = fnp.sin(g) * xs[t] + h
+        h = g * 0.5 if fnp.sum(g) > 0 else fnp.cos(g)
+        ys.append(g[0])
+    return fnp.sum(h) + fnp.sum(fnp.stack(ys))
+
+
+CASES = {
+    "scan_rnn": (rnn_scan, rnn_py),
+    "scan_reverse": (rev_scan, rev_py),
+    "scan_pytree": (pytree_scan, pytree_py),
+    "fori_static": (fori_static, fori_py),
+    "while": (while_fn, while_py),
+    "cond": (cond_fn, cond_py),
+    "switch": (switch_fn, switch_py),
+    "map": (map_fn, map_py),
+    "nested": (nested, nested_py),
+}
+H0S = [np.array([0.3, -0.2, 0.5]), np.array([-0.4, -0.1, 0.2])]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("k", [0, 1])
+def test_value_and_grad_match_python_loop(name, k):
+    f, ref = CASES[name]
+    args = (H0S[k], W, XS)
+    np.testing.assert_allclose(f(*args), ref(*args), rtol=1e-12, atol=1e-12)
+    for argnums in (0, 1, 2):
+        np.testing.assert_allclose(ft.grad(f, argnums)(*args), ft.grad(ref, argnums)(*args),
+                                   rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_second_order_against_finite_differences(name):
+    f, _ = CASES[name]
+    check_grads(f, (H0S[0], W, XS), order=2, modes=("rev", "fwd"))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hessian_matches_python_loop(name):
+    f, ref = CASES[name]
+    np.testing.assert_allclose(ft.hessian(f)(H0S[0], W, XS), ft.hessian(ref)(H0S[0], W, XS),
+                               rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_jit_matches_eager(name, backend):
+    f, ref = CASES[name]
+    jf = ft.jit(f, backend=backend)
+    jg = ft.jit(ft.value_and_grad(f, argnums=(0, 1, 2)), backend=backend)
+    for h0 in H0S:
+        np.testing.assert_allclose(jf(h0, W, XS), ref(h0, W, XS), rtol=1e-12, atol=1e-12)
+        v, gs = jg(h0, W, XS)
+        want = ft.grad(ref, argnums=(0, 1, 2))(h0, W, XS)
+        for a, b in zip(gs, want):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vmap_matches_loop_over_batch(name):
+    f, ref = CASES[name]
+    h0s = RNG.normal(size=(4, 3))
+    got = ft.vmap(f, in_axes=(0, None, None))(h0s, W, XS)
+    want = np.array([ref(h, W, XS) for h in h0s])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    xss = RNG.normal(size=(6, 3, 2))
+    got = ft.vmap(f, in_axes=(None, None, 2))(H0S[0], W, xss)
+    want = np.array([ref(H0S[0], W, xss[..., b]) for b in range(2)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    gv = ft.vmap(ft.grad(f), in_axes=(0, None, None))(h0s, W, XS)
+    gw = np.array([ft.grad(ref)(h, W, XS) for h in h0s])
+    np.testing.assert_allclose(gv, gw, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_symbol_json_round_trip(name):
+    f, ref = CASES[name]
+    sym = ft.trace(ft.grad(f, argnums=1))(H0S[0], W, XS)
+    text = str(sym)
+    assert "loop(" in text or "cond(" in text or "while(" in text
+    back = ft.Symbol.from_json(sym.to_json())
+    for h0 in H0S:
+        np.testing.assert_allclose(back(h0, W, XS), ft.grad(ref, 1)(h0, W, XS), rtol=1e-10)
+
+
+def test_while_trip_count_depends_on_value():
+    f = ft.jit(ft.value_and_grad(lambda x: ft.while_loop(lambda v: v > 1.0,
+                                                         lambda v: v * 0.5, x)))
+    for x, trips in [(10.0, 4), (3.0, 2), (0.5, 0), (1000.0, 10)]:
+        v, g = f(x)
+        assert v == pytest.approx(x * 0.5 ** trips) and g == pytest.approx(0.5 ** trips)
+
+
+def test_batched_while_freezes_finished_lanes():
+    f = ft.vmap(lambda x: ft.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, x))
+    xs = np.array([10.0, 3.0, 0.5, 1000.0])
+    np.testing.assert_allclose(f(xs), [0.625, 0.75, 0.5, 1000 * 0.5 ** 10])
+    g = ft.vmap(ft.grad(lambda x: ft.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, x)))
+    np.testing.assert_allclose(g(xs), [0.5 ** 4, 0.25, 1.0, 0.5 ** 10])
+    h = ft.grad(lambda xs: fnp.sum(f(xs) ** 2))
+    np.testing.assert_allclose(h(xs), 2 * f(xs) * np.array([0.5 ** 4, 0.25, 1.0, 0.5 ** 10]))
+
+
+def test_fori_loop_with_traced_bounds_is_a_while_loop():
+    def f(x, n):
+        return ft.fori_loop(0, n, lambda i, v: v * x + i, 1.0)
+    jf = ft.jit(ft.grad(f))
+    for n in (0, 1, 5):
+        want = ft.grad(lambda x: _py_fori(x, n))(2.0)
+        assert jf(2.0, np.int64(n)) == pytest.approx(want)
+
+
+def _py_fori(x, n):
+    v = 1.0
+    for i in range(n):
+        v = v * x + i
+    return v
+
+
+def test_scan_length_and_no_xs():
+    c, ys = ft.scan(lambda c, _: (c + 1.0, c * 2.0), 0.0, None, length=4)
+    assert c == 4.0
+    np.testing.assert_array_equal(ys, [0.0, 2.0, 4.0, 6.0])
+
+
+def test_cond_with_concrete_predicate_and_closures():
+    w = np.array([1.0, 2.0])
+    assert ft.cond(True, lambda: fnp.sum(w), lambda: 0.0 * fnp.sum(w)) == 3.0
+    g = ft.grad(lambda a: ft.cond(a[0] > 0, lambda: fnp.sum(a * w), lambda: fnp.sum(a)))
+    np.testing.assert_array_equal(g(np.array([1.0, 1.0])), w)
+    np.testing.assert_array_equal(g(np.array([-1.0, 1.0])), [1.0, 1.0])
+
+
+def test_switch_clamps_the_index():
+    br = [lambda x: x + 1.0, lambda x: x * 10.0]
+    f = ft.jit(lambda i, x: ft.switch(i, br, x))
+    assert f(np.int32(-5), 1.0) == 2.0 and f(np.int32(7), 1.0) == 10.0
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ft.FunctraceTypeError, match="changes the type of carry"):
+        ft.scan(lambda c, x: (c * x, x), np.float32(1.0), np.ones(3))
+    with pytest.raises(ft.FunctraceTypeError, match="same shapes and dtypes"):
+        ft.jit(lambda x: ft.cond(x > 0, lambda x: x, lambda x: fnp.stack([x, x]), x))(1.0)
+    with pytest.raises(ft.FunctraceTypeError, match="boolean scalar"):
+        ft.while_loop(lambda v: v, lambda v: v - 1.0, 3.0)
+    with pytest.raises(ft.ConcretizationError):
+        ft.scan(lambda c, x: (c if c > 0 else -c, x), 1.0, np.ones(3))
