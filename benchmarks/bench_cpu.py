@@ -14,6 +14,8 @@ Workloads (targets, ratio to the hand-derived numpy gradient):
   hessian    full Hessian of the extended Rosenbrock function, n=200         <= 4.2
   rnn        grad through 200 steps of h = tanh(W@h + x_t), state 16         <= 0.21 warm,
                                                                              <= 2 s compile
+  scan_rnn   the rnn written with ft.scan, against a hand-written numba kernel:
+             warm <= 1.2x the numba kernel, <= 1 s compile with a cold cache
   lse        grad of sum(logsumexp(X, axis=1)), X: 1000x1000                 <= 0.8
   arith      exact arithmetic, 1e5 f64 (in cache): a degree-8 polynomial written
              as 8 multiply-adds, and a division chain, forward only; no target:
@@ -352,6 +354,95 @@ def bench_rnn(T=200, n=16):
 
 
 # --------------------------------------------------------------------------------------------
+# 4b. the same recurrence written with ft.scan, against a hand-written numba kernel
+# --------------------------------------------------------------------------------------------
+
+def rnn_scan_loss(W, xs):
+    def step(h, x):
+        return fnp.tanh(W @ h + x), None
+    h, _ = ft.scan(step, fnp.zeros(W.shape[0]), xs)
+    return fnp.sum(h * h)
+
+
+def _rnn_numba_kernel():
+    import numba
+
+    @numba.njit(cache=False, error_model="numpy")
+    def rnn_grad(W, xs):
+        T, n = xs.shape
+        hs = np.zeros((T + 1, n))
+        for t in range(T):
+            for i in range(n):
+                s = xs[t, i]
+                for k in range(n):
+                    s += W[i, k] * hs[t, k]
+                hs[t + 1, i] = np.tanh(s)
+        dW = np.zeros_like(W)
+        dh = 2.0 * hs[T]
+        dz = np.empty(n)
+        for t in range(T, 0, -1):
+            for i in range(n):
+                dz[i] = dh[i] * (1.0 - hs[t, i] * hs[t, i])
+            for i in range(n):
+                for k in range(n):
+                    dW[i, k] += dz[i] * hs[t - 1, k]
+            for k in range(n):
+                s = 0.0
+                for i in range(n):
+                    s += W[i, k] * dz[i]
+                dh[k] = s
+        return dW
+    return rnn_grad
+
+
+def bench_scan_rnn(T=200, n=16):
+    rng = np.random.default_rng(3)
+    W = rng.normal(0, 0.3, (n, n))
+    xs = rng.normal(size=(T, n))
+    ref = rnn_hand(W, xs)
+    hand = _rnn_numba_kernel()
+    t0 = time.perf_counter()
+    check("scan rnn numba", [hand(W, xs)], [ref], 1e-12)
+    numba_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as d:   # a cold disk cache: the full compile cost
+        old = os.environ.get("FUNCTRACE_CACHE_DIR")
+        os.environ["FUNCTRACE_CACHE_DIR"] = d
+        try:
+            jitted = ft.jit(ft.grad(rnn_scan_loss), eager=True)
+            t0 = time.perf_counter()
+            out = jitted(W, xs)
+            compile_s = time.perf_counter() - t0
+        finally:
+            if old is None:
+                del os.environ["FUNCTRACE_CACHE_DIR"]
+            else:
+                os.environ["FUNCTRACE_CACHE_DIR"] = old
+    check("scan rnn jit", [out], [ref], 1e-12)
+    interp = ft.grad(rnn_scan_loss)
+    check("scan rnn interp", [interp(W, xs)], [ref], 1e-12)
+    fns = {"numpy (hand)": lambda: rnn_hand(W, xs), "numba (hand)": lambda: hand(W, xs),
+           "functrace interp": lambda: interp(W, xs), "functrace jit": lambda: jitted(W, xs)}
+    notes = f"compile {compile_s:.2f}s (cold cache); numba hand kernel {numba_s:.2f}s"
+    if jax is not None:
+        def jloss(W, xs):
+            def step(h, x):
+                return jnp.tanh(W @ h + x), None
+            h, _ = jax.lax.scan(step, jnp.zeros(W.shape[0]), xs)
+            return jnp.sum(h * h)
+        jW, jxs = jnp.asarray(W), jnp.asarray(xs)
+        jj = jax.jit(jax.grad(jloss))
+        t0 = time.perf_counter()
+        jj(jW, jxs).block_until_ready()
+        notes += f"; jax.jit(lax.scan) compile {time.perf_counter() - t0:.2f}s"
+        check("scan rnn jax", [jj(jW, jxs)], [ref], 1e-12)
+        fns["jax.jit(lax.scan)"] = lambda: jj(jW, jxs).block_until_ready()
+    med = interleaved(fns, budget=0.1)
+    report("scan rnn grad 200 steps", med, note=notes)
+    print(f"scan rnn: functrace jit / numba hand kernel = "
+          f"{med['functrace jit'] / med['numba (hand)']:.2f} (target <= 1.2)", flush=True)
+
+
+# --------------------------------------------------------------------------------------------
 # 5. logsumexp
 # --------------------------------------------------------------------------------------------
 
@@ -534,7 +625,7 @@ def main():
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     benches = {"chain": bench_chain, "mlp32": lambda: bench_mlp(np.float32),
                "mlp64": lambda: bench_mlp(np.float64), "hessian": bench_hessian,
-               "rnn": bench_rnn, "lse": bench_lse, "arith": bench_arith,
+               "rnn": bench_rnn, "scan_rnn": bench_scan_rnn, "lse": bench_lse, "arith": bench_arith,
                "startup": bench_startup,
                "memory": bench_memory}
     only = [s for s in a.only.split(",") if s]

@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 from ..core import Eqn, Graph, Lit, Var, verify
+from .loops import map_subgraphs, merge_loop_twins
 
 __all__ = ["dce", "cse", "fold_constants", "simplify", "optimize", "count_eqns"]
 
@@ -265,10 +266,10 @@ def optimize(g: Graph, max_rounds: int = 4) -> Graph:
     """fold -> simplify -> cse -> dce until nothing changes (at most ``max_rounds``)."""
     check = os.environ.get("FUNCTRACE_VERIFY") == "1"
     for _ in range(max_rounds):
-        new = dce(cse(simplify(fold_constants(g))))
+        new = dce(merge_loop_twins(dce(cse(simplify(fold_constants(g))))))
         if check:
             verify(new)
         if new is g:
             break
         g = new
-    return g
+    return map_subgraphs(g, optimize)

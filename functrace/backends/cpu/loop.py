@@ -403,6 +403,35 @@ def _stack(x, spec, trips: int, dt) -> np.ndarray:
     return _writeable_c(view).reshape(trips, -1)
 
 
+def _row_read(spec, shape, trips: int):
+    """``"fwd"`` when trip ``j`` reads row ``j`` of an array of ``shape`` whole (what
+    ``scan`` does), ``"rev"`` for row ``trips - 1 - j``, else None: those reads stack as the
+    array itself (reversed), with no gather."""
+    start, step, span, strides = spec
+    if (not shape or shape[0] != trips or tuple(span) != (1,) + tuple(shape[1:])
+            or set(strides) != {1} or any(step[1:]) or any(start[1:])):
+        return None
+    if (start[0], step[0]) == (0, 1):
+        return "fwd"
+    if (start[0], step[0]) == (trips - 1, -1):
+        return "rev"
+    return None
+
+
+def _stacker(spec, shape, trips: int, dt):
+    """The function that stacks one per-trip read for the compiled loop."""
+    kind = _row_read(spec, shape, trips)
+    if kind is None:
+        return lambda x: _stack(x, spec, trips, dt)
+
+    def rows(x):
+        a = np.asarray(x)
+        if a.dtype != dt:
+            a = a.astype(dt)
+        return _writeable_c(a if kind == "fwd" else a[::-1]).reshape(trips, -1)
+    return rows
+
+
 def make_runner(fn, ls: LoopStep):
     """The driver-side call of a compiled loop: flatten, gather, call, reshape."""
     T, nc, nk = ls.length, ls.n_consts, ls.n_carry
@@ -414,10 +443,12 @@ def make_runner(fn, ls: LoopStep):
     lits = ls.lits
     bufs = ls.buffers
 
+    stackers = [_stacker(spec, a.shape, T, a.dtype) for spec, a in
+                zip(specs, ls.in_avals[nc + nk:])]
+
     def run(*args):
         flat = [_flat(a, dt) for a, dt in zip(args[:nc + nk], in_dts)]
-        xs = [_stack(a, spec, T, dt) for a, spec, dt in zip(args[nc + nk:], specs,
-                                                             in_dts[nc + nk:])]
+        xs = [st(a) for st, a in zip(stackers, args[nc + nk:])]
         Y = [np.empty((T, m), dt) for _, dt, m in ys]
         F = [np.empty(m, dt) for _, dt, m in carries]
         fn(T, *flat, *xs, *Y, *F, *lits, *[np.empty(n, dt) for _, n, dt in bufs])
