@@ -7,7 +7,8 @@
   sub-graphs run as CUDA executables of their own. About 15 s.
 * Here, on the stand-in for cupy (``tests/support/fake_cupy.py``): the control-flow impls run
   on device arrays (the reference interpreter given cupy arrays, which is also the CUDA
-  executor's interpreter tier on a GPU) without falling back to the host.
+  executor's interpreter tier on a GPU) without falling back to the host, and the
+  un-jitted constructs and their gradients take cupy arrays.
 """
 
 from __future__ import annotations
@@ -78,10 +79,18 @@ def test_control_flow_impls_run_on_device_arrays(f, monkeypatch):
     def no_host(x):
         raise AssertionError("an impl fell back to the host")
     monkeypatch.setattr(numpy_ref, "to_host", no_host)
-    vg = ft.jit(ft.value_and_grad(f, argnums=(0, 1, 2)), backend="numpy")
+    vg = ft.value_and_grad(f, argnums=(0, 1, 2))
+    jitted = ft.jit(vg, backend="numpy")
     for h0 in (np.array([0.3, -0.2, 0.5]), np.array([-0.1, 0.6, 0.2]), np.array([2.0, 1, 0])):
-        got = vg(cp.asarray(h0), cp.asarray(W), cp.asarray(XS))
-        want = vg(h0, W, XS)
-        for a, b in zip(tree_util.tree_leaves(got), tree_util.tree_leaves(want), strict=True):
-            assert isinstance(a, fake_cupy.ndarray), type(a)
-            np.testing.assert_allclose(a.get(), b, rtol=1e-12, atol=1e-14)
+        dev = (cp.asarray(h0), cp.asarray(W), cp.asarray(XS))
+        want = jitted(h0, W, XS)
+        # the reference interpreter on device arrays (the CUDA interpreter tier on a GPU),
+        # the eager value (concrete predicates, indices and bounds on the device are read on
+        # the host) and the un-jitted transform (whose tape returns a host cotangent where
+        # no op touched it, as for ft.grad(fnp.sum) alone: not checked for residency)
+        for got, w, resident in ((jitted(*dev), want, True), (f(*dev), want[0], True),
+                                 (vg(*dev), want, False)):
+            for a, b in zip(tree_util.tree_leaves(got), tree_util.tree_leaves(w), strict=True):
+                assert isinstance(a, fake_cupy.ndarray) or not resident, type(a)
+                a = a.get() if isinstance(a, fake_cupy.ndarray) else a
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
