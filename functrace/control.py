@@ -25,7 +25,7 @@ from . import (
     ops,
     tree_util,
 )
-from .core import AVal, Graph, Var, on_device
+from .core import AVal, Graph, Var, on_device, to_host
 from .errors import ConcretizationError, FunctraceTypeError, ShapeError, where
 from .ops.control import branch_index, cond_p, loop_p, loop_read_spec, while_p
 from .tracing import Tracer, bind, current_trace, trace_to_graph
@@ -45,6 +45,12 @@ def _leaf_value(x):
     if isinstance(x, np.ndarray):
         return x
     return np.asarray(x)
+
+
+def _concrete(x) -> np.ndarray:
+    """A concrete index, predicate or bound as a host array (a cupy scalar is copied: a
+    synchronisation, as any Python decision on a device value)."""
+    return np.asarray(to_host(x) if on_device(x) else x)
 
 
 def _aval(x) -> AVal:
@@ -135,7 +141,7 @@ def switch(index, branches: Sequence[Callable], *operands):
         raise FunctraceTypeError(f"switch needs a non-empty sequence of functions, got "
                                  f"{branches!r} ({where()})")
     if not isinstance(index, Tracer) and current_trace() is None:
-        i = np.asarray(index)
+        i = _concrete(index)
         if i.shape != () or i.dtype.kind not in "biu":
             raise FunctraceTypeError(f"switch: the index must be an integer scalar, got "
                                      f"{i.dtype}{list(i.shape)} ({where()})")
@@ -182,7 +188,7 @@ def _index_operand(index):
             raise FunctraceTypeError(f"switch/cond: the index/predicate must be a boolean or "
                                      f"integer scalar, got {a} ({where()})")
         return ops.convert_element_type(index, np.dtype(np.int32))
-    i = np.asarray(index)
+    i = _concrete(index)
     if i.shape != () or i.dtype.kind not in "biu":
         raise FunctraceTypeError(f"switch/cond: the index/predicate must be a boolean or "
                                  f"integer scalar, got {i.dtype}{list(i.shape)} ({where()})")
@@ -218,7 +224,7 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
         if a.dtype.kind != "b":
             pred = ops.ne(pred, np.zeros((), a.dtype))
     else:
-        p = np.asarray(pred)
+        p = _concrete(pred)
         if p.shape != ():
             raise FunctraceTypeError(f"cond: the predicate must be a scalar, got shape "
                                      f"{p.shape} ({where()})")
@@ -412,7 +418,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
                                  f"must be a function ({where()})")
     static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
     if static:
-        lo, hi = np.asarray(lower), np.asarray(upper)
+        lo, hi = _concrete(lower), _concrete(upper)
         for b in (lo, hi):
             if b.shape != () or b.dtype.kind not in "iu":
                 raise FunctraceTypeError(f"fori_loop: bounds must be integer scalars, got "
@@ -428,8 +434,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
         (_, val), _ = scan(step, (np.asarray(lo_i, itype), init_val), None,
                            length=max(hi_i - lo_i, 0))
         return val
-    lo = lower if isinstance(lower, Tracer) else np.asarray(lower)
-    hi = upper if isinstance(upper, Tracer) else np.asarray(upper)
+    lo = lower if isinstance(lower, Tracer) else _concrete(lower)
+    hi = upper if isinstance(upper, Tracer) else _concrete(upper)
     itype = np.result_type(_aval(lo).dtype, _aval(hi).dtype)
     lo = ops.convert_element_type(lo, itype) if _aval(lo).dtype != itype else lo
     hi = ops.convert_element_type(hi, itype) if _aval(hi).dtype != itype else hi

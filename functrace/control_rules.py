@@ -55,7 +55,7 @@ def _float(aval: AVal) -> bool:
 
 
 def _aval(x) -> AVal:
-    return x.aval if hasattr(x, "aval") else AVal.of(np.asarray(x))
+    return x.aval if hasattr(x, "aval") else AVal.of(x)    # a device array: no copy
 
 
 def _backward_only(g: Graph, wrt, seeds) -> Graph:

@@ -26,6 +26,7 @@ import numpy as np
 from .. import caches
 from ..core import Graph, Lit, Var, on_device, to_host
 from ..ops import namespace_of
+from ..ops.control import SUBGRAPH_RUNNER, holds_graphs
 from .malloc_tuning import tune_once
 
 log = logging.getLogger("functrace")
@@ -39,7 +40,7 @@ class Plan:
     # no ``graph`` slot: the plan cache holds graphs weakly, and a plan that referred to its
     # graph would keep it alive for ever
     __slots__ = ("steps", "names", "n_slots", "n_in", "consts", "const_base",
-                 "out_slots", "device_consts", "__weakref__")
+                 "out_slots", "device_consts", "hosts", "__weakref__")
 
     def __init__(self, graph: Graph):
         tune_once()
@@ -80,6 +81,7 @@ class Plan:
                           tuple(frees_at[i])))
         self.steps = steps
         self.names = [e.op.name for e in graph.eqns]
+        self.hosts = any(holds_graphs(e.params) for e in graph.eqns)
         self.device_consts: dict = {}
         self.out_slots = tuple(ref(a) for a in graph.outputs)
         self.consts = consts
@@ -124,7 +126,15 @@ class Plan:
         consts = self.device_consts.get((id(xp), dev))
         if consts is None:
             consts = self.device_consts[(id(xp), dev)] = [xp.asarray(c) for c in self.consts]
-        return self._execute([a if on_device(a) else xp.asarray(a) for a in args], consts, xp)
+        # sub-graphs of control-flow steps run by this interpreter on the device too (not
+        # by ``eval_graph``, whose literals are host arrays)
+        token = SUBGRAPH_RUNNER.set(run) if self.hosts else None
+        try:
+            return self._execute([a if on_device(a) else xp.asarray(a) for a in args], consts,
+                                 xp)
+        finally:
+            if token is not None:
+                SUBGRAPH_RUNNER.reset(token)
 
 
 def _device_id(x):

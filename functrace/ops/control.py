@@ -41,6 +41,7 @@ from .. import caches
 from ..core import AVal, Eqn, Graph, Op, Var
 from ..errors import ShapeError
 from ..tracing import current_trace, eval_graph
+from ._base import as_array, namespace_of
 
 __all__ = ["SUBGRAPH_RUNNER", "run_subgraph", "holds_graphs", "loop_p", "loop_slices",
            "loop_read_spec", "cond_p", "branch_index", "while_p", "specialize_p",
@@ -62,6 +63,13 @@ def run_subgraph(graph: Graph, args) -> list:
     if runner is None or current_trace() is not None:
         return eval_graph(graph, list(args))
     return list(runner(graph, list(args)))
+
+
+def _fresh(v):
+    """A new array holding ``v``, in ``v``'s array module (numpy, or cupy on a GPU): the
+    impls below copy what a sub-graph passes through unchanged, so that an output never
+    aliases an operand."""
+    return namespace_of(v).array(v, copy=True)
 
 
 def holds_graphs(params) -> bool:
@@ -126,18 +134,26 @@ def _loop_abstract(*avals, body: Graph, length: int, n_consts: int, n_carry: int
 
 
 def _loop_impl(*args, body: Graph, length: int, n_consts: int, n_carry: int, xs):
+    # array-module generic (cupy on the CUDA target): the per-trip results are stacked in an
+    # array of the module the body's results come in, made at the first trip
     consts = list(args[:n_consts])
     carry = list(args[n_consts:n_consts + n_carry])
-    arrays = [np.asarray(a) for a in args[n_consts + n_carry:]]
-    outs = body.outputs
-    ys = [np.empty((length,) + v.aval.shape, v.aval.dtype) for v in outs[n_carry:]]
+    arrays = [as_array(a) for a in args[n_consts + n_carry:]]
+    outs = body.outputs[n_carry:]
+    ys = None
     for j in range(length):
         x_j = [a[loop_slices(spec, j)] for a, spec in zip(arrays, xs)]
         res = run_subgraph(body, consts + carry + x_j)
         carry = list(res[:n_carry])
+        if ys is None:
+            xp = namespace_of(*args, *res[n_carry:])
+            ys = [xp.empty((length,) + v.aval.shape, v.aval.dtype) for v in outs]
         for y, r in zip(ys, res[n_carry:]):
             y[j] = r
-    return tuple([np.array(c, copy=True) for c in carry] + ys)
+    if ys is None:
+        xp = namespace_of(*args)
+        ys = [xp.empty((length,) + v.aval.shape, v.aval.dtype) for v in outs]
+    return tuple([_fresh(c) for c in carry] + ys)
 
 
 # a counted loop: constants, carries and per-trip strided reads in; the final carries and the
@@ -171,7 +187,7 @@ def branch_index(index, n: int) -> int:
 
 def _cond_impl(index, *args, branches):
     g = branches[branch_index(index, len(branches))]
-    return tuple(np.array(v, copy=True) if any(v is a for a in args) else v
+    return tuple(_fresh(v) if any(v is a for a in args) else v
                  for v in run_subgraph(g, args))
 
 
@@ -207,7 +223,9 @@ def _while_impl(*args, cond: Graph, body: Graph, n_cond_consts: int, n_body_cons
     while bool(run_subgraph(cond, cc + carry)[0]):
         carry = run_subgraph(body, bc + carry)
         trips += 1
-    return tuple([np.array(c, copy=True) for c in carry] + [np.int64(trips)])
+    xp = namespace_of(*args)
+    count = np.int64(trips) if xp is np else xp.asarray(trips, dtype=np.int64)
+    return tuple([_fresh(c) for c in carry] + [count])
 
 
 while_p = Op("while", _while_abstract, _while_impl, multiple_results=True, fresh=True)
@@ -257,7 +275,7 @@ def _spec_abstract(n, *avals, build, out_types):
 
 def _spec_impl(n, *args, build, out_types):
     g = specialized_graph(build, int(n))
-    return tuple(np.array(v, copy=True) if any(v is a for a in args) else v
+    return tuple(_fresh(v) if any(v is a for a in args) else v
                  for v in run_subgraph(g, args))
 
 

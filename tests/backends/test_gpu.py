@@ -335,3 +335,22 @@ def test_cublaslt_products_match_cupy_in_every_layout(dtype, monkeypatch):
     _close(got, [w.astype(dtype) for w in want], 1e-4 if dtype == "float32" else 1e-10)
     from functrace.backends.cuda.cublaslt import Lt
     assert Lt.get().plans                       # the library loaded and tuned these shapes
+
+
+def test_control_flow_values_and_gradients_on_cupy():
+    """scan (a host loop over the body's kernels), a value-dependent while loop and its
+    count-specialised reverse loop, and a cond, in both tiers, against the CPU."""
+    rng = np.random.default_rng(6)
+    w, xs = rng.normal(size=(64, 64)) * 0.1, rng.normal(size=(8, 64))
+
+    def f(h0, w, xs):
+        h, ys = ft.scan(lambda h, x: (fnp.tanh(w @ h + x), fnp.sum(h * x)), h0, xs)
+        s = ft.while_loop(lambda v: fnp.sum(v * v) < 400.0, lambda v: v * 1.5 + 0.1, h)
+        return ft.cond(fnp.sum(s) > 0, fnp.sum, lambda v: -fnp.sum(v * v), s) + fnp.sum(ys)
+
+    vg = ft.value_and_grad(f, argnums=(0, 1, 2))
+    jc, jcpu = ft.jit(vg, backend="cuda"), ft.jit(vg, backend="cpu")
+    for h0 in (rng.normal(size=64), -rng.normal(size=64) * 3.0):
+        want = jcpu(h0, w, xs)
+        for _ in range(2):                          # interpreter tier, then kernels
+            _close(jc(cp.asarray(h0), cp.asarray(w), cp.asarray(xs)), want, 1e-10)

@@ -41,6 +41,7 @@ cache holds them weakly, so it never keeps a graph or its buffer pools alive by 
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import sys
 import time
@@ -49,9 +50,9 @@ import numpy as np
 
 from ... import caches
 from ...core import Graph
-from ...ops.control import SUBGRAPH_RUNNER, holds_graphs
 from .. import reference
 from ..lowering.executable import ExecutableBase, debug_level
+from ..lowering.subgraphs import SubgraphHost
 from ..malloc_tuning import tune_once
 from ..modfiles import cache_dir
 from . import loop
@@ -89,8 +90,11 @@ class Executable(ExecutableBase):
         super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after)
         self.parallel = parallel
         self._driver = None
-        self._hosts = any(holds_graphs(e.params) for e in graph.eqns)
-        self._subs: dict = {}       # sub-graph -> its Executable, held while this one lives
+        # the sub-graphs of its control-flow steps (a loop body that is not one compiled
+        # loop, a branch, a while condition) run as compiled code of their own (made by a
+        # partial, not a closure over self: no reference cycle keeps the buffers alive)
+        self._host = SubgraphHost(graph, functools.partial(compile, parallel=parallel,
+                                                           eager=True))
 
     # -- lowering and compiling ------------------------------------------------------------
     def lower(self) -> Program:
@@ -187,21 +191,12 @@ class Executable(ExecutableBase):
             pool = pools.pop()
         except IndexError:
             pool = self._new_pool()
-        token = SUBGRAPH_RUNNER.set(self._run_subgraph) if self._hosts else None
+        token = self._host.enter()
         try:
             return driver(pool, *args)
         finally:
             pools.append(pool)
-            if token is not None:
-                SUBGRAPH_RUNNER.reset(token)
-
-    def _run_subgraph(self, graph: Graph, args):
-        """Run a sub-graph of one of this graph's control-flow steps (a loop body that is
-        not one compiled loop, a branch, a while condition) as compiled code of its own."""
-        ex = self._subs.get(graph)
-        if ex is None:
-            ex = self._subs[graph] = compile(graph, parallel=self.parallel, eager=True)
-        return ex(*args)
+            self._host.leave(token)
 
     def release_buffers(self) -> None:
         """Free the pooled intermediate buffers (they are re-made by the next call)."""

@@ -28,6 +28,12 @@ Pipeline for one graph (the CPU executor's, target by target):
    (with ``FUNCTRACE_CUDA_GEMM=lt``, tuned cuBLASLt calls: ``cublaslt``), reductions CUB,
    linalg cuSOLVER. An impl cupy cannot run (it converts to numpy) runs on the
    host, logged once per op.
+5. Control-flow steps (``loop``, ``cond``, ``while``, ``specialize``: ops holding sub-graphs)
+   run their impls too, which evaluate each sub-graph through ``lowering.subgraphs``: as a
+   CUDA executable of its own, compiled at its first use. A ``scan``/``fori_loop`` is a host
+   loop over its body's kernels; a branch index, a while predicate or a trip count is read on
+   the host (one synchronisation per decision). Such graphs are never captured as CUDA
+   graphs.
 
 Streams: each Executable (a call site) owns one stream; its kernels and cupy calls are
 enqueued there and the call returns without synchronising the host. The stream waits for the
@@ -45,6 +51,7 @@ that fails to compile is logged and its group runs as single ops instead.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -59,6 +66,7 @@ from ...ops.dot import dot_general_p
 from ...passes.contract import contractions_as_reductions
 from ...passes.fusion import Group
 from ..lowering.executable import ExecutableBase, debug_level
+from ..lowering.subgraphs import SubgraphHost
 from .cublaslt import gemm_shape_of
 from .device import (
     CupyArrays,
@@ -101,8 +109,15 @@ class Executable(ExecutableBase):
         super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after)
         self.gemm = _gemm_default()
         self.graphs = _graphs_default() if graphs is None else bool(graphs)
+        # the sub-graphs of its control-flow steps run as CUDA executables of their own (a
+        # loop: a host loop over the body's kernels); a partial, not a closure over self
+        self._host = SubgraphHost(graph, functools.partial(
+            compile, eager=True, arrays=arrays, config=config, graphs=self.graphs))
         self._replay: _Replay | None = None
-        self._graph_state = "off" if (not self.graphs or donate) else "pending"
+        # no CUDA graph for a graph with control flow: its steps read values on the host (a
+        # predicate, a trip count) and run other executables on their own streams
+        self._graph_state = "off" if (not self.graphs or donate or self._host.active) \
+            else "pending"
         self._graph_lock = threading.Lock()
         self._arrays = arrays
         self._config = config
@@ -424,6 +439,7 @@ class Executable(ExecutableBase):
         except IndexError:
             pool = self._new_pool()
         stream = self._stream
+        token = self._host.enter()
         try:
             caller = ar.enter(stream)
             with ar.stream_scope(stream):
@@ -437,6 +453,7 @@ class Executable(ExecutableBase):
             return outs
         finally:
             self._pools.append(pool)
+            self._host.leave(token)
 
     # -- CUDA graphs ---------------------------------------------------------------------------
     def _graph_call(self, args):
@@ -498,24 +515,32 @@ class Executable(ExecutableBase):
         return _Replay(graph, inputs, outs, env, pool, memory)
 
     def interpret(self, args) -> list:
-        """The reference interpreter with the adapter's array module (cupy on a GPU)."""
+        """The reference interpreter with the adapter's array module (cupy on a GPU); the
+        sub-graphs of control-flow steps are interpreted the same way."""
         ar = self.arrays
         if self._stream is None:
             self._stream = ar.new_stream()
-        env: dict = dict(zip(self.graph.inputs, args))
         caller = ar.enter(self._stream)
-        with ar.stream_scope(self._stream):
-            for e in self.graph.eqns:
-                ins = [self._const(a) if isinstance(a, Lit) else env[a] for a in e.inputs]
-                res = ar.run_impl(e.op, ins, dict(e.params))
-                if e.op.multiple_results:
-                    env.update(zip(e.outputs, res))
-                else:
-                    env[e.outputs[0]] = res
-            outs = [ar.own(self._const(a)) if isinstance(a, Lit) else ar.own(env[a])
-                    for a in self.graph.outputs]
+        token = self._host.enter(self._interpret_graph)
+        try:
+            with ar.stream_scope(self._stream):
+                outs = [ar.own(o) for o in self._interpret_graph(self.graph, args)]
+        finally:
+            self._host.leave(token)
         ar.leave(self._stream, caller)
         return outs
+
+    def _interpret_graph(self, graph: Graph, args) -> list:
+        ar = self.arrays
+        env: dict = dict(zip(graph.inputs, args))
+        for e in graph.eqns:
+            ins = [self._const(a) if isinstance(a, Lit) else env[a] for a in e.inputs]
+            res = ar.run_impl(e.op, ins, dict(e.params))
+            if e.op.multiple_results:
+                env.update(zip(e.outputs, res))
+            else:
+                env[e.outputs[0]] = res
+        return [self._const(a) if isinstance(a, Lit) else env[a] for a in graph.outputs]
 
     def release_buffers(self) -> None:
         """Free the pooled device buffers and a captured CUDA graph with its buffers (they
