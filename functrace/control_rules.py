@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops
+from . import caches, ops
 from .autodiff import jvp_graph, vjp_graph, zeros_like
 from .batching import batch_graph
 from .core import AVal, Graph, Var
@@ -45,7 +45,7 @@ from .ops.control import (
     while_p,
 )
 from .passes.simplify import dce
-from .tracing import bind, eval_graph, trace_to_graph
+from .tracing import bind, cotangent_wanted, eval_graph, trace_to_graph
 
 __all__ = ["partial_eval_vjp"]
 
@@ -164,100 +164,110 @@ def _scatter_trips(ys, aval: AVal, spec, length: int):
     return ops.reshape(flat, aval.shape)
 
 
+class _LoopVjpPlan:
+    """What the reverse rule of one loop binds, for one (body, length, reads, wrt, seeds):
+    the forward body with residual stacks and the backward trip's body. Built from types
+    only, so it is cached and shared by every call (the un-jitted gradient re-runs the rule
+    on each call)."""
+
+    def __init__(self, body: Graph, length: int, nc: int, nh: int, xs: tuple, wrt: tuple,
+                 seeds: tuple):
+        n_out = len(body.outputs)
+        fwd, residuals, bwd = partial_eval_vjp(body, wrt, seeds)
+        pos = {v: i for i, v in enumerate(body.inputs)}
+        self.res_const = [pos[r] for r in residuals if pos.get(r, -1) in range(nc)]
+        self.res_x = [pos[r] - nc - nh for r in residuals if pos.get(r, -1) >= nc + nh]
+        const_x = {r for r in residuals if pos.get(r, -1) in range(nc) or
+                   pos.get(r, -1) >= nc + nh}
+        stacked = [r for r in residuals if r not in const_x]
+        self.fwd = dce(Graph(fwd.inputs, fwd.eqns, list(fwd.outputs) + stacked))
+        self.ct_carry = [k for k in range(nh) if seeds[k] is not None]
+        self.ct_ys = [k for k in range(nh, n_out) if seeds[k] is not None]
+        self.wrt_const = [i for i in wrt if i < nc]
+        self.wrt_carry = [i for i in wrt if nc <= i < nc + nh]
+        self.wrt_x = [i for i in wrt if i >= nc + nh]
+        self.zero_carry = [body.outputs[k].aval for k in self.ct_carry]
+        self.zero_const = [body.inputs[i].aval for i in self.wrt_const]
+        # per-trip reads of the backward loop: stacks, re-read arrays, the ys' cotangents
+        specs = [loop_read_spec((length,) + r.aval.shape, reverse=True) for r in stacked]
+        specs += [_reversed_spec(xs[k], length) for k in self.res_x]
+        specs += [loop_read_spec((length,) + body.outputs[k].aval.shape, reverse=True)
+                  for k in self.ct_ys]
+        self.specs = tuple(specs)
+        n_bc, n_bh = len(self.res_const), len(self.ct_carry) + len(self.wrt_const)
+        n_stacked, n_rx, n_cc = len(stacked), len(self.res_x), len(self.ct_carry)
+        in_var = {i: v for i, v in enumerate(body.inputs)}
+        res_const_vars = [in_var[i] for i in self.res_const]
+        res_x_vars = [in_var[nc + nh + k] for k in self.res_x]
+        wrt_l, wrt_const, wrt_x, ct_carry, ct_ys = (list(wrt), self.wrt_const, self.wrt_x,
+                                                    self.ct_carry, self.ct_ys)
+
+        def trip(*vals):
+            bc, bh, rows = vals[:n_bc], vals[n_bc:n_bc + n_bh], vals[n_bc + n_bh:]
+            env = dict(zip(res_const_vars, bc))
+            for r, row in zip(stacked, rows[:n_stacked]):
+                env[r] = ops.reshape(row, r.aval.shape)
+            env.update(zip(res_x_vars, rows[n_stacked:n_stacked + n_rx]))
+            ct_in = list(bh[:n_cc])
+            for k, row in zip(ct_ys, rows[n_stacked + n_rx:]):
+                ct_in.append(ops.reshape(row, body.outputs[k].aval.shape))
+            g = dict(zip(wrt_l, eval_graph(bwd, [env[r] for r in residuals] + ct_in)))
+            new_ct = [g[nc + k] if nc + k in g else zeros_like(body.inputs[nc + k].aval)
+                      for k in ct_carry]
+            acc = [ops.add(a, g[i]) for a, i in zip(bh[n_cc:], wrt_const)]
+            return new_ct + acc + [g[i] for i in wrt_x]
+
+        in_avals = ([body.inputs[i].aval for i in self.res_const] + self.zero_carry +
+                    self.zero_const)
+        read_src = ([AVal((length,) + r.aval.shape, r.aval.dtype) for r in stacked] +
+                    [body.inputs[nc + nh + k].aval for k in self.res_x] +
+                    [AVal((length,) + body.outputs[k].aval.shape, body.outputs[k].aval.dtype)
+                     for k in self.ct_ys])
+        in_avals += [AVal(tuple(len(range(0, n, st)) for n, st in zip(sp[2], sp[3])),
+                          a.dtype) for sp, a in zip(specs, read_src)]
+        tr = trace_to_graph(trip, in_avals)
+        if tr.captured:
+            raise AssertionError("the backward trip of a loop read an outer value")
+        self.bbody = tr.graph
+        self.n_bc, self.n_bh = n_bc, n_bh
+
+
+_vjp_plans = caches.LRU("control.loop_vjp_plans", scale=1)
+
+
 def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
     nc, nh, nx = n_consts, n_carry, len(xs)
     n_out = len(body.outputs)
-    consts, arrays = ins[:nc], ins[nc + nh:]
     if length == 0:   # nothing ran: the initial carries are the results
         return (None,) * nc + tuple(cts[:nh]) + (None,) * nx
-    wrt = [i for i, v in enumerate(body.inputs) if _float(v.aval)]
-    seeds = []
-    for k, o in enumerate(body.outputs):
-        if not _float(o.aval):
-            seeds.append(None)
-        elif k < nh:
-            seeds.append("input")     # a carry's cotangent flows between trips
-        else:
-            seeds.append("input" if cts[k] is not None else None)
-    fwd, residuals, bwd = partial_eval_vjp(body, wrt, seeds)
-    pos = {v: i for i, v in enumerate(body.inputs)}
-    res_const = [r for r in residuals if pos.get(r, -1) in range(nc)]
-    res_x = [r for r in residuals if pos.get(r, -1) >= nc + nh]
-    stacked = [r for r in residuals if r not in set(res_const) | set(res_x)]
-    fwd = dce(Graph(fwd.inputs, fwd.eqns, list(fwd.outputs) + stacked))
-    fouts = bind(loop_p, *ins, body=fwd, length=length, n_consts=nc, n_carry=nh, xs=xs)
-    stacks = list(fouts[n_out:])
-
-    ct_carry = [k for k in range(nh) if seeds[k] is not None]
-    ct_ys = [k for k in range(nh, n_out) if seeds[k] is not None]
-    wrt_const = [i for i in wrt if i < nc]
-    wrt_carry = [i for i in wrt if nc <= i < nc + nh]
-    wrt_x = [i for i in wrt if i >= nc + nh]
-
-    # the backward loop: consts = constant residuals; carries = carry cotangents, then the
-    # constants' summed cotangents; per-trip reads = stacked residuals, re-read arrays and
-    # the ys' cotangents, all walked from the last trip to the first
-    b_consts = [consts[pos[r]] for r in res_const]
-    b_carry = [cts[k] if cts[k] is not None else zeros_like(body.outputs[k].aval)
-               for k in ct_carry]
-    b_carry += [zeros_like(body.inputs[i].aval) for i in wrt_const]
-    b_arrays, b_specs = [], []
-    for s in stacks:
-        b_arrays.append(s)
-        b_specs.append(loop_read_spec(_aval(s).shape, reverse=True))
-    for r in res_x:
-        k = pos[r] - nc - nh
-        b_arrays.append(arrays[k])
-        b_specs.append(_reversed_spec(xs[k], length))
-    for k in ct_ys:
-        c = cts[k]
-        b_arrays.append(c)
-        b_specs.append(loop_read_spec(_aval(c).shape, reverse=True))
-    n_bc, n_bh = len(b_consts), len(b_carry)
-    n_stacked, n_rx = len(stacks), len(res_x)
-
-    def trip(*vals):
-        bc = vals[:n_bc]
-        bh = vals[n_bc:n_bc + n_bh]
-        rows = vals[n_bc + n_bh:]
-        env = dict(zip(res_const, bc))
-        for r, row in zip(stacked, rows[:n_stacked]):
-            env[r] = ops.reshape(row, r.aval.shape)
-        for r, row in zip(res_x, rows[n_stacked:n_stacked + n_rx]):
-            env[r] = row
-        ct_in = list(bh[:len(ct_carry)])
-        for k, row in zip(ct_ys, rows[n_stacked + n_rx:]):
-            ct_in.append(ops.reshape(row, body.outputs[k].aval.shape))
-        grads = eval_graph(bwd, [env[r] for r in residuals] + ct_in)
-        g = dict(zip(wrt, grads))
-        new_ct = []
-        for k in ct_carry:
-            i = nc + k
-            new_ct.append(g[i] if i in g else zeros_like(body.inputs[i].aval))
-        acc = [ops.add(a, g[i]) for a, i in zip(bh[len(ct_carry):], wrt_const)]
-        return new_ct + acc + [g[i] for i in wrt_x]
-
-    in_avals = [_aval(v) for v in b_consts + b_carry] + [
-        AVal(tuple(len(range(0, n, st)) for n, st in zip(sp[2], sp[3])), _aval(a).dtype)
-        for a, sp in zip(b_arrays, b_specs)]
-    tr = trace_to_graph(trip, in_avals)
-    bbody = tr.graph
-    if tr.captured:   # values of an enclosing transform the backward trip reads
-        n_cap = len(tr.captured)
-        n_all = len(bbody.inputs)
-        bbody = Graph([bbody.inputs[i] for i in list(range(n_all - n_cap, n_all)) +
-                       list(range(n_all - n_cap))], bbody.eqns, bbody.outputs)
-        b_consts = list(tr.captured) + b_consts
-        n_bc += n_cap
-    bouts = bind(loop_p, *b_consts, *b_carry, *b_arrays, body=bbody, length=length,
-                 n_consts=n_bc, n_carry=n_bh, xs=tuple(b_specs))
+    # carries always: their cotangent flows from trip to trip even when the initial value
+    # needs none; constants and per-trip reads only where a cotangent is wanted
+    wrt = tuple(i for i, v in enumerate(body.inputs) if _float(v.aval) and (
+        nc <= i < nc + nh or cotangent_wanted(i)))
+    seeds = tuple(None if not _float(o.aval) else "input" if k < nh or cts[k] is not None
+                  else None for k, o in enumerate(body.outputs))
+    key = (body, length, nc, nh, xs, wrt, seeds)
+    plan = _vjp_plans.get(key)
+    if plan is None:
+        plan = _vjp_plans[key] = _LoopVjpPlan(body, length, nc, nh, xs, wrt, seeds)
+    fouts = bind(loop_p, *ins, body=plan.fwd, length=length, n_consts=nc, n_carry=nh, xs=xs)
+    arrays = ins[nc + nh:]
+    b_consts = [ins[i] for i in plan.res_const]
+    b_carry = [cts[k] if cts[k] is not None else zeros_like(a)
+               for k, a in zip(plan.ct_carry, plan.zero_carry)]
+    b_carry += [zeros_like(a) for a in plan.zero_const]
+    b_arrays = (list(fouts[n_out:]) + [arrays[k] for k in plan.res_x] +
+                [cts[k] for k in plan.ct_ys])
+    bouts = bind(loop_p, *b_consts, *b_carry, *b_arrays, body=plan.bbody, length=length,
+                 n_consts=plan.n_bc, n_carry=plan.n_bh, xs=plan.specs)
     res = [None] * len(ins)
-    for k, c in zip(ct_carry, bouts[:len(ct_carry)]):
-        if nc + k in wrt_carry:
+    n_cc = len(plan.ct_carry)
+    for k, c in zip(plan.ct_carry, bouts[:n_cc]):
+        if nc + k in plan.wrt_carry and cotangent_wanted(nc + k):
             res[nc + k] = c
-    for i, c in zip(wrt_const, bouts[len(ct_carry):n_bh]):
+    for i, c in zip(plan.wrt_const, bouts[n_cc:plan.n_bh]):
         res[i] = c
-    for i, ys in zip(wrt_x, bouts[n_bh:]):
+    for i, ys in zip(plan.wrt_x, bouts[plan.n_bh:]):
         k = i - nc - nh
         res[i] = _scatter_trips(ys, _aval(arrays[k]), xs[k], length)
     return tuple(res)
