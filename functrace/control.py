@@ -103,7 +103,8 @@ def _types(avals) -> str:
     return "(" + ", ".join(str(a) for a in avals) + ")"
 
 
-def _check_carry(out_avals, in_avals, out_tree, in_tree, what: str, name: str):
+def _check_carry(out_avals, in_avals, out_tree, in_tree, what: str, name: str,
+                 hidden: int = 0):
     if out_tree != in_tree:
         raise FunctraceTypeError(
             f"{what} {name} must return a carry with the structure of its input carry: got "
@@ -111,8 +112,9 @@ def _check_carry(out_avals, in_avals, out_tree, in_tree, what: str, name: str):
     bad = [(k, i, o) for k, (i, o) in enumerate(zip(in_avals, out_avals)) if i != o]
     if bad:
         k, i, o = bad[0]
+        leaf = "the carry" if len(in_avals) - hidden == 1 else f"carry leaf {k - hidden}"
         raise FunctraceTypeError(
-            f"{what} {name} changes the type of carry leaf {k}: it comes in as {i} and goes "
+            f"{what} {name} changes the type of {leaf}: it comes in as {i} and goes "
             f"out as {o}; a loop carry keeps its shape and dtype. Fix: give the initial "
             f"value that type (e.g. fnp.asarray(init, dtype=...)) ({where()})")
 
@@ -280,6 +282,12 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     if not callable(f):
         raise FunctraceTypeError(f"scan: f must be a function, got {type(f).__name__} "
                                  f"({where()})")
+    return _scan(f, init, xs, length, reverse, "scan: the body", getattr(f, "__name__", "f"))
+
+
+def _scan(f, init, xs, length, reverse, what: str, name: str, hidden: int = 0):
+    """``scan``; ``what``/``name`` name the user's function in errors, whose first
+    ``hidden`` carry leaves are the caller's own (fori_loop's counter)."""
     x_leaves, x_tree = tree_util.tree_flatten(xs)
     x_leaves = [_leaf_value(x) for x in x_leaves]
     lengths = {_aval(x).shape[0] if _aval(x).ndim else None for x in x_leaves}
@@ -318,8 +326,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     out_tree = sub.out_tree
     carry_tree, y_tree = _split_pair_tree(out_tree, nc)
     g = sub.graph
-    _check_carry(g.out_avals[:nc], tuple(c_avals), carry_tree, c_tree, "scan: the body",
-                 getattr(f, "__name__", "f"))
+    _check_carry(g.out_avals[:nc], tuple(c_avals), carry_tree, c_tree, what, name, hidden)
     n_cap = len(sub.captured)
     body = _reorder(g, list(range(nc + nx, nc + nx + n_cap)) + list(range(nc + nx)))
     specs = tuple(loop_read_spec(_aval(x).shape, reverse) for x in x_leaves)
@@ -431,8 +438,9 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
             i, val = carry
             return (i + np.asarray(1, itype), body_fun(i, val)), None
 
-        (_, val), _ = scan(step, (np.asarray(lo_i, itype), init_val), None,
-                           length=max(hi_i - lo_i, 0))
+        (_, val), _ = _scan(step, (np.asarray(lo_i, itype), init_val), None,
+                            max(hi_i - lo_i, 0), False, "fori_loop: body_fun",
+                            getattr(body_fun, "__name__", "body_fun"), hidden=1)
         return val
     lo = lower if isinstance(lower, Tracer) else _concrete(lower)
     hi = upper if isinstance(upper, Tracer) else _concrete(upper)

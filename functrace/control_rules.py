@@ -32,7 +32,7 @@ import numpy as np
 from . import caches, ops
 from .autodiff import jvp_graph, vjp_graph, zeros_like
 from .batching import batch_graph
-from .core import AVal, Graph, Var
+from .core import AVal, Eqn, Graph, Var
 from .ops.batch_rules import bdim_to_front, moveaxis, size_of
 from .ops.control import (
     SPECIALIZERS,
@@ -164,6 +164,30 @@ def _scatter_trips(ys, aval: AVal, spec, length: int):
     return ops.reshape(flat, aval.shape)
 
 
+def _reread_views(body: Graph, residuals, bwd: Graph, pos: dict, nc: int, nh: int):
+    """Residuals that are a re-indexing (reshape, slice, ...) of constants or per-trip reads
+    are recomputed in the backward trip from what they re-index, instead of stacked: a
+    scan's row of ``xs`` is reshaped in its body, and stacking it would copy ``xs``."""
+    producer = {o: e for e in body.eqns for o in e.outputs}
+
+    def rereadable(r):
+        e = producer.get(r)
+        return (e is not None and e.op.reindex and len(e.outputs) == 1 and
+                all(not isinstance(a, Var) or pos.get(a, -1) in range(nc) or
+                    pos.get(a, -1) >= nc + nh for a in e.inputs))
+    views = [r for r in residuals if rereadable(r)]
+    if not views:
+        return residuals, bwd
+    kept = [r for r in residuals if r not in set(views)]
+    for r in views:
+        for a in producer[r].inputs:
+            if isinstance(a, Var) and a not in kept:
+                kept.append(a)
+    n_res = len(residuals)
+    eqns = [producer[r] for r in views] + list(bwd.eqns)
+    return kept, Graph(kept + list(bwd.inputs[n_res:]), eqns, bwd.outputs)
+
+
 class _LoopVjpPlan:
     """What the reverse rule of one loop binds, for one (body, length, reads, wrt, seeds):
     the forward body with residual stacks and the backward trip's body. Built from types
@@ -175,12 +199,14 @@ class _LoopVjpPlan:
         n_out = len(body.outputs)
         fwd, residuals, bwd = partial_eval_vjp(body, wrt, seeds)
         pos = {v: i for i, v in enumerate(body.inputs)}
+        residuals, bwd = _reread_views(body, residuals, bwd, pos, nc, nh)
         self.res_const = [pos[r] for r in residuals if pos.get(r, -1) in range(nc)]
         self.res_x = [pos[r] - nc - nh for r in residuals if pos.get(r, -1) >= nc + nh]
         const_x = {r for r in residuals if pos.get(r, -1) in range(nc) or
                    pos.get(r, -1) >= nc + nh}
         stacked = [r for r in residuals if r not in const_x]
         self.fwd = dce(Graph(fwd.inputs, fwd.eqns, list(fwd.outputs) + stacked))
+        self.body = body
         self.ct_carry = [k for k in range(nh) if seeds[k] is not None]
         self.ct_ys = [k for k in range(nh, n_out) if seeds[k] is not None]
         self.wrt_const = [i for i in wrt if i < nc]
@@ -232,6 +258,23 @@ class _LoopVjpPlan:
         self.n_bc, self.n_bh = n_bc, n_bh
 
 
+    def fwd_for(self, body: Graph) -> Graph:
+        """The forward body for ``body`` (equal to the one the plan was built from): on
+        ``body``'s own variables, so that ``passes.loops.merge_loop_twins`` recognises it
+        as a twin of the loop it came from."""
+        if body is self.body:
+            return self.fwd
+        m: dict = dict(zip(self.body.inputs, body.inputs))
+        for old, new in zip(self.body.eqns, body.eqns):
+            m.update(zip(old.outputs, new.outputs))
+
+        def ren(a):
+            return m.get(a, a) if isinstance(a, Var) else a
+        eqns = [Eqn(e.op, [ren(a) for a in e.inputs], e.params, [ren(o) for o in e.outputs],
+                    e.source) for e in self.fwd.eqns]
+        return Graph(body.inputs, eqns, [ren(a) for a in self.fwd.outputs])
+
+
 _vjp_plans = caches.LRU("control.loop_vjp_plans", scale=1)
 
 
@@ -250,7 +293,8 @@ def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
     plan = _vjp_plans.get(key)
     if plan is None:
         plan = _vjp_plans[key] = _LoopVjpPlan(body, length, nc, nh, xs, wrt, seeds)
-    fouts = bind(loop_p, *ins, body=plan.fwd, length=length, n_consts=nc, n_carry=nh, xs=xs)
+    fouts = bind(loop_p, *ins, body=plan.fwd_for(body), length=length, n_consts=nc,
+                 n_carry=nh, xs=xs)
     arrays = ins[nc + nh:]
     b_consts = [ins[i] for i in plan.res_const]
     b_carry = [cts[k] if cts[k] is not None else zeros_like(a)

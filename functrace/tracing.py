@@ -506,7 +506,15 @@ class Tracer:
         return self._var in self._trace.diff
 
     def __array__(self, dtype=None, copy=None):
-        v = self._concrete("np.asarray() (or a numpy function calling it)")
+        try:
+            v = self._concrete("np.asarray() (or a numpy function calling it)")
+        except ConcretizationError as exc:
+            if self.dtype.kind in "iu" and self.ndim == 0:   # numpy_array[i], most often
+                raise ConcretizationError(
+                    f"{exc} If this is a numpy array indexed by a traced integer (a loop "
+                    "counter: numpy converts the index, it cannot record it), use "
+                    "fnp.take(X, i, axis=0) or pass X in as an operand.") from None
+            raise
         return v.astype(dtype) if dtype is not None else v
 
     def __bool__(self):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..core import Eqn, Graph, Lit, Var
 
-__all__ = ["merge_loop_twins", "map_subgraphs"]
+__all__ = ["merge_loop_twins", "map_subgraphs", "inline_checkpoints"]
 
 
 def _same_atom(a, b) -> bool:
@@ -165,3 +165,32 @@ def _map_param(v, fn):
         nv = tuple(_map_param(x, fn) for x in v)
         return v if all(a is b for a, b in zip(nv, v)) else nv
     return v
+
+
+def inline_checkpoints(g: Graph) -> Graph:
+    """``g`` with every ``checkpoint`` equation replaced by its sub-graph's equations (on
+    fresh variables). A checkpoint only matters to reverse mode; once the gradient graph is
+    built, running its body inline lets a backend fuse it with its neighbours (and compile
+    a loop body holding one)."""
+    if not any(e.op.name == "checkpoint" for e in g.eqns):
+        return g
+    env: dict[Var, object] = {}
+
+    def read(a):
+        return env.get(a, a) if isinstance(a, Var) else a
+    eqns: list[Eqn] = []
+    for e in g.eqns:
+        if e.op.name != "checkpoint":
+            eqns.append(Eqn(e.op, [read(a) for a in e.inputs], e.params, e.outputs, e.source)
+                        if any(isinstance(a, Var) and a in env for a in e.inputs) else e)
+            continue
+        sub = inline_checkpoints(e.params["graph"])
+        local: dict[Var, object] = dict(zip(sub.inputs, [read(a) for a in e.inputs]))
+        for se in sub.eqns:
+            outs = [Var(o.aval) for o in se.outputs]
+            ins = [local.get(a, a) if isinstance(a, Var) else a for a in se.inputs]
+            eqns.append(Eqn(se.op, ins, se.params, outs, se.source or e.source))
+            local.update(zip(se.outputs, outs))
+        for o, so in zip(e.outputs, sub.outputs):
+            env[o] = local.get(so, so) if isinstance(so, Var) else so
+    return Graph(g.inputs, eqns, [read(a) for a in g.outputs])

@@ -274,7 +274,7 @@ def test_switch_clamps_the_index():
 
 
 def test_errors_name_the_problem():
-    with pytest.raises(ft.FunctraceTypeError, match="changes the type of carry"):
+    with pytest.raises(ft.FunctraceTypeError, match="changes the type of the carry"):
         ft.scan(lambda c, x: (c * x, x), np.float32(1.0), np.ones(3))
     with pytest.raises(ft.FunctraceTypeError, match="same shapes and dtypes"):
         ft.jit(lambda x: ft.cond(x > 0, lambda x: x, lambda x: fnp.stack([x, x]), x))(1.0)
@@ -282,3 +282,35 @@ def test_errors_name_the_problem():
         ft.while_loop(lambda v: v, lambda v: v - 1.0, 3.0)
     with pytest.raises(ft.ConcretizationError):
         ft.scan(lambda c, x: (c if c > 0 else -c, x), 1.0, np.ones(3))
+
+
+def test_fori_loop_type_error_names_body_fun_not_internals():
+    with pytest.raises(ft.FunctraceTypeError, match="fori_loop: body_fun .* the carry"):
+        ft.fori_loop(0, 3, lambda i, v: v * np.ones((), np.float64), np.float32(1.0))
+
+
+def test_numpy_array_indexed_by_loop_counter_suggests_take():
+    xs = np.arange(3.0)
+    with pytest.raises(ft.ConcretizationError, match="fnp.take"):
+        ft.fori_loop(0, 3, lambda i, v: v + xs[i], 0.0)
+    assert ft.fori_loop(0, 3, lambda i, v: v + fnp.take(xs, i, 0), 0.0) == 3.0
+
+
+@pytest.mark.parametrize("ck", [False, True])
+def test_compiled_scan_gradient_runs_the_forward_loop_once(ck):
+    """The primal loop and the reverse rule's forward-with-residuals loop are twins: the
+    compiled gradient keeps one (and a checkpointed body compiles inline, stacking only the
+    carry: the rows of xs are read again)."""
+    rng = np.random.default_rng(1)
+    w, xs = rng.normal(0, 0.3, (4, 4)), rng.normal(size=(30, 4))
+
+    def loss(w, xs):
+        def step(h, x):
+            return fnp.tanh(w @ h + x), None
+        h, _ = ft.scan(ft.checkpoint(step) if ck else step, fnp.zeros(4), xs)
+        return fnp.sum(h * h)
+    g = ft.jit(ft.grad(loss), eager=True)
+    np.testing.assert_allclose(g(w, xs), ft.grad(loss)(w, xs), rtol=1e-12)
+    src = g.lower(w, xs).source
+    assert src.count("# loop:") == 2, src
+    assert "checkpoint" not in src.split("def driver")[1]
