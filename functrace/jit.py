@@ -392,16 +392,22 @@ class Jitted:
     def _call_variants(self, variants: Variants, leaves, args, kwargs):
         """Run the variants of this signature, most recently used first, until one's guards
         hold; if none does, trace a new one on these values (up to ``max_variants``)."""
-        failed = []
+        failed, error = [], None
         for entry in variants.candidates():
-            outs = entry.run(*leaves)
+            try:
+                outs = entry.run(*leaves)
+            except Exception as e:
+                # another path's graph may fail on these values (a Cholesky factor of a
+                # matrix that path never sees): only the variant whose guards hold answers
+                error = error or e
+                continue
             g = entry.failed_guard(outs)
             if g is None:
                 variants.use(entry)
                 return entry.build(outs)
             failed.append(g)
         if len(variants) >= self.max_variants:
-            raise self._too_many_variants(failed)
+            raise self._too_many_variants(failed) from error
         dyn, svals, static, _ = self._split(args)
         in_tree = tree_util.tree_structure((dyn, kwargs))
         entry = self._trace(in_tree, leaves, svals, static, args, kwargs, concrete=True)

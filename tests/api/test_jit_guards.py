@@ -484,3 +484,19 @@ def test_guarded_symbol_under_jit_never_takes_the_other_branch():
     np.testing.assert_allclose(jsym(np.ones(2)), branchy_np(np.ones(2)))
     with pytest.raises(GuardError):
         jsym(-np.ones(2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_variant_that_fails_on_another_paths_values_does_not_answer(backend):
+    def f(a):
+        if fnp.min(fnp.linalg.eigh(a)[0]) > 0:
+            return fnp.linalg.cholesky(a)
+        return a * 2.0
+
+    jf = ft.jit(f, backend=backend)
+    pd, indefinite = np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([[1.0, 2.0], [2.0, 1.0]])
+    for a in (pd, indefinite, pd, indefinite):
+        np.testing.assert_allclose(jf(a), f(a), rtol=1e-14)
+    assert len(jf.variants(pd)) == 2
+    with pytest.raises(np.linalg.LinAlgError):     # what the first variant meets
+        np.linalg.cholesky(indefinite)
