@@ -202,12 +202,12 @@ class Variants:
 
     Example:
         >>> from functrace.signature import Variants
-        >>> v = Variants()
-        >>> v.use("path a"); v.use("path b")
+        >>> v, a, b = Variants(), ["path a"], ["path b"]
+        >>> v.use(a); v.use(b)
         >>> v.candidates()
-        ['path b', 'path a']
-        >>> v.use("path a"); v.candidates()
-        ['path a', 'path b']
+        [['path b'], ['path a']]
+        >>> v.use(a); v.candidates()         # variants are told apart by identity
+        [['path a'], ['path b']]
     """
 
     # (value, consts) pairs, replaced whole and never mutated: readers in other threads see
