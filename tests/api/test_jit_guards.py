@@ -500,3 +500,25 @@ def test_a_variant_that_fails_on_another_paths_values_does_not_answer(backend):
     assert len(jf.variants(pd)) == 2
     with pytest.raises(np.linalg.LinAlgError):     # what the first variant meets
         np.linalg.cholesky(indefinite)
+
+
+def test_device_arrays_guards_are_read_on_the_host(monkeypatch):
+    """GPU arrays (the cupy stand-in, which refuses implicit conversion to numpy) through
+    jit(backend="numpy"): the guards' values come back on the device and are copied to the
+    host to be checked; a ``float()`` value guard too."""
+    import fake_cupy
+    cp = fake_cupy.install(monkeypatch)
+
+    def f(x):
+        if fnp.sum(x) > 0:
+            return x * float(fnp.max(x))
+        return -x
+
+    jf = ft.jit(f, backend="numpy")
+    a, b = np.array([1.0, 2.0]), np.array([-1.0, -3.0])
+    for x in (a, b, a, b):
+        got = jf(cp.asarray(x))
+        assert isinstance(got, fake_cupy.ndarray)
+        want = x * np.max(x) if np.sum(x) > 0 else -x
+        np.testing.assert_array_equal(got.get(), want)
+    assert len(jf.variants(cp.asarray(a))) == 2
