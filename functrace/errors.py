@@ -14,7 +14,8 @@ expects, so ``except ValueError`` (or ``except np.exceptions.AxisError``) keeps 
     │   ├── ShapeError: operand shapes do not fit an op or function
     │   │   └── AxisError (numpy's AxisError: ValueError and IndexError): an axis or an index
     │   │       out of range for an array
-    │   └── GuardError: a Symbol called on inputs that take another Python branch
+    │   └── GuardError: a Symbol called on inputs that take another Python branch, or a
+    │       jitted function taking more Python paths than its max_variants
     ├── MissingRuleError (NotImplementedError): no rule for a transform, or an fnp option that
     │   cannot be traced
     ├── TracerLeakError (RuntimeError): a tracer used after its transform finished
@@ -87,7 +88,8 @@ class TracerConversionError(FunctraceTypeError):
 class GuardError(FunctraceValueError):
     """A Symbol traced on concrete inputs was called with inputs that take another Python
     path: a value-dependent decision recorded as a guard (``if x.sum() > 0:``) came out
-    differently. The message names the decision's file:line."""
+    differently; or a jitted function met more paths than its ``max_variants``. The message
+    names the decision's file:line."""
 
 
 class GraphFormatError(FunctraceValueError):

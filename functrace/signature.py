@@ -16,7 +16,9 @@ answers only while everything it was traced from still holds:
 
 ``SignatureCache`` keeps the entries in a bounded LRU of ``functrace.caches`` (so
 ``ft.clear_caches()`` empties it) and checks the fingerprint and constants on every hit.
-Imports caches and core only.
+A function whose Python code branches on traced values has one graph per path taken, each
+valid only where its guards (the decisions it recorded) hold: ``Variants`` holds them, as
+one value of a ``SignatureCache``, each with its own constants. Imports caches and core only.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from . import caches
 from .core import on_device
 
 __all__ = ["Unsupported", "fast_signature", "static_key", "fingerprint", "consts_current",
-           "SignatureCache"]
+           "SignatureCache", "Variants"]
 
 
 class Unsupported(Exception):
@@ -184,3 +186,63 @@ class SignatureCache:
 
     def __repr__(self) -> str:
         return f"<SignatureCache {self._lru!r}>"
+
+
+class Variants:
+    """The guarded variants of one signature: one value per Python path the function took
+    (``if fnp.sum(x) > 0:`` gives two), most recently used first.
+
+    Whether a variant answers a call is known only after running it: its guards' values are
+    extra outputs of its own compiled graph, so the caller runs the candidates in order and
+    keeps the first whose guards hold (``use``), which moves it to the front (a loop that
+    stays on one path pays one run per call). Each variant keeps the constants its trace
+    baked in (``consts_current``); ``candidates`` drops the variants whose constants changed.
+    The whole set is one value of a ``SignatureCache``, so ``ft.clear_caches()`` and a
+    changed fingerprint drop every variant at once.
+
+    Example:
+        >>> from functrace.signature import Variants
+        >>> v, a, b = Variants(), ["path a"], ["path b"]
+        >>> v.use(a); v.use(b)
+        >>> v.candidates()
+        [['path b'], ['path a']]
+        >>> v.use(a); v.candidates()         # variants are told apart by identity
+        [['path a'], ['path b']]
+    """
+
+    # (value, consts) pairs, replaced whole and never mutated: readers in other threads see
+    # one consistent tuple (a race can lose a variant, which costs a retrace, never an answer)
+    __slots__ = ("_items",)
+
+    consts = ()     # what SignatureCache checks for the set itself: each variant checks its own
+
+    def __init__(self):
+        self._items: tuple = ()
+
+    def candidates(self) -> list:
+        """The variants whose constants are current, most recently used first."""
+        items = self._items
+        ok = [it for it in items if not it[1] or consts_current(it[1])]
+        if len(ok) != len(items):
+            self._items = tuple(ok)
+        return [v for v, _ in ok]
+
+    def use(self, value: Any, consts: Sequence = ()) -> None:
+        """Make ``value`` the most recently used variant (adding it, with the constants its
+        trace baked in, if it is new)."""
+        items = self._items
+        for it in items:
+            if it[0] is value:
+                self._items = (it, *(i for i in items if i is not it))
+                return
+        self._items = ((value, tuple(consts)), *items)
+
+    def values(self) -> list:
+        """Every variant, most recently used first (not checked)."""
+        return [v for v, _ in self._items]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"<Variants {len(self._items)}>"

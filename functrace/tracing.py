@@ -51,7 +51,7 @@ from .errors import (
 __all__ = ["Trace", "Tracer", "Guard", "bind", "trace_to_graph", "eval_graph", "current_trace",
            "using_trace", "CURRENT_TRACE", "SOURCE_OVERRIDE", "COTANGENTS_WANTED", "user_source",
            "cotangent_wanted", "is_tracer", "ShapeDtype", "rule_source", "conversion_error",
-           "op_error", "user_error", "USER_ERRORS"]
+           "op_error", "user_error", "USER_ERRORS", "abstract_value_error", "source_line"]
 
 ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
 
@@ -137,6 +137,21 @@ def conversion_error(what: str, shape=(), dtype=None) -> TracerConversionError:
         "derivative silently (the result would be a constant). Fix: keep the computation in "
         "functrace.numpy (fnp.*) functions, which are differentiated; or, if no gradient "
         "should flow through it, convert ft.stop_gradient(x) instead.")
+
+
+def abstract_value_error(why: str) -> ConcretizationError:
+    """The error for a Python decision (``why``: "bool()", "float()", ...) on a value that
+    is not known because the trace's inputs are abstract (``ft.ShapeDtype``, ``.lower()``,
+    ``ft.eval_shape``), naming the user's line and the constructs that record both paths."""
+    return ConcretizationError(
+        f"{why} of a traced value was needed at {source_line(user_source())}, but this "
+        "function is traced with abstract inputs (shape and dtype only), so Python control "
+        "flow cannot read it. Fix: write the decision so that one graph covers every path: "
+        "ft.cond(pred, true_fn, false_fn, *operands) for an if, "
+        "ft.while_loop(cond_fn, body_fn, init) or ft.fori_loop(lower, upper, body_fn, init) "
+        "for a loop, fnp.where(...) to select elementwise; or mark the argument static "
+        "(static_argnums=...) if its value selects a code path. (ft.jit called with concrete "
+        "arrays instead compiles one guarded variant per path taken: docs/jit_control_flow.md.)")
 
 
 def source_line(src: SourceInfo | None) -> str:
@@ -400,12 +415,7 @@ class Trace:
             if v in self.sources:
                 src = self.sources[v]
                 if src is None:
-                    raise ConcretizationError(
-                        f"{why} of a traced value was needed, but this function is traced "
-                        "with abstract inputs (shape/dtype only). At "
-                        f"{source_line(user_source())}. "
-                        "Use ft.cond / ft.while_loop for value-dependent control flow, or mark "
-                        "the argument static (static_argnums=...).")
+                    raise abstract_value_error(why)
                 val = src.value if isinstance(src, Tracer) else src
                 # values decide Python control flow on the host: a device input is copied
                 self.values[v] = to_host(val) if on_device(val) else val
@@ -537,10 +547,13 @@ class Tracer:
             return int(self._concrete("an index"))
         except ConcretizationError:
             raise ConcretizationError(
-                "a traced integer was used where Python needs a plain int (often: indexing a "
-                "numpy array with it, which numpy cannot record). Index a traced array "
-                "instead, or use fnp.take(X, i, axis=0) / fnp.at(X)[i].get(); at "
-                f"{source_line(user_source())}") from None
+                "a traced integer was used where Python needs a plain int, at "
+                f"{source_line(user_source())}, but this function is traced with abstract "
+                "inputs (shape and dtype only). Often: indexing a numpy array with it, which "
+                "numpy cannot record: index a traced array instead, or use "
+                "fnp.take(X, i, axis=0) / fnp.at(X)[i].get(). For a loop bound "
+                "(range(n)): ft.fori_loop(lower, upper, body_fn, init), or mark the argument "
+                "static (static_argnums=...).") from None
 
     def item(self):
         return self._concrete(".item()").item()

@@ -79,14 +79,18 @@ def test_static_argnums_and_kwargs():
         ft.jit(lambda x, s: x, static_argnums=1)(x, [1, 2])
 
 
-def test_value_dependent_control_flow_is_a_concretization_error_naming_the_line():
+def test_value_dependent_control_flow_on_abstract_args_is_a_concretization_error():
     def f(x):
         if fnp.sum(x) > 0:      # the offending line
             return x
         return -x
 
     with pytest.raises(ft.ConcretizationError, match="the offending line"):
-        ft.jit(f)(np.ones(3))
+        ft.jit(f).lower(ft.ShapeDtype((3,), np.float64))
+    with pytest.raises(ft.ConcretizationError, match="the offending line"):
+        ft.jit(f, max_variants=0)(np.ones(3))
+    # with concrete arrays, one guarded variant per path (tests/api/test_jit_guards.py)
+    np.testing.assert_array_equal(ft.jit(f)(-np.ones(3)), np.ones(3))
 
 
 def test_retrace_when_a_global_or_closure_changes():

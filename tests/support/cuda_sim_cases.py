@@ -992,3 +992,28 @@ def test_fuzz_regressions_under_cuda(name):
         warnings.simplefilter("ignore")
         found = check_batch(case.programs, backend="cuda", vmap=False)
     assert not found, case.note + "\n" + "\n".join(repr(m) for m in found)
+
+
+def test_guarded_variants_on_the_cuda_backend():
+    """Python control flow under jit(backend="cuda"): the guards' values come back as device
+    arrays and are read on the host; both paths, alternating, and a value-dependent loop."""
+    def f(x):
+        if fnp.sum(x) > 0:
+            return fnp.sin(x) * 2.0
+        while fnp.max(fnp.abs(x)) > 1.0:
+            x = x * 0.5
+        return x
+
+    def f_np(x):
+        if np.sum(x) > 0:
+            return np.sin(x) * 2.0
+        while np.max(np.abs(x)) > 1.0:
+            x = x * 0.5
+        return x
+
+    jf = ft.jit(f, backend="cuda", eager=True)
+    base = np.linspace(0.1, 1.0, 40)
+    for x in (base, -base, base, -4.0 * base, -base):
+        got = ft.device_get(jf(x))
+        np.testing.assert_allclose(got, f_np(x), rtol=1e-13)
+    assert len(jf.variants(base)) == 3

@@ -932,23 +932,43 @@ def jit_unknown_backend():
     ft.jit(lambda x: x, backend="gpu")
 
 
-@case("ConcretizationError", "bool()", "static_argnums", line=True)
-def jit_python_if_on_value():
+@case("ConcretizationError", "bool()", "ft.cond", "ft.while_loop", "static_argnums", line=True)
+def jit_python_if_on_abstract_value():
     def f(x):
         if fnp.sum(x) > 0:
             return x
         return -x
-    ft.jit(f)(X)
+    ft.jit(f).lower(ft.ShapeDtype(X.shape, X.dtype))
 
 
 @case("ConcretizationError", "float()", line=True)
-def jit_float_of_value():
-    ft.jit(lambda x: x * float(fnp.sum(x)))(X)
+def jit_float_of_abstract_value():
+    ft.jit(lambda x: x * float(fnp.sum(x))).lower(ft.ShapeDtype(X.shape, X.dtype))
 
 
-@case("ConcretizationError", "index", line=True)
-def jit_python_range_of_value():
-    ft.jit(lambda x, n: x * sum(range(n)))(X, np.array(3))
+@case("ConcretizationError", "index", "ft.fori_loop", line=True)
+def jit_python_range_of_abstract_value():
+    ft.jit(lambda x, n: x * sum(range(n))).lower(X, ft.ShapeDtype((), np.int64))
+
+
+@case("ConcretizationError", "bool()", "ft.while_loop", line=True, note="as in JAX")
+def jit_python_while_with_no_variants_allowed():
+    def f(x):
+        while fnp.max(x) > 1.0:
+            x = x / 2.0
+        return x
+    ft.jit(f, max_variants=0)(X * 5.0)
+
+
+@case("GuardError", "max_variants=2", "ft.while_loop", "bool() was", line=True)
+def jit_more_paths_than_max_variants():
+    def f(x):
+        while fnp.max(x) > 1.0:
+            x = x / 2.0
+        return x
+    jf = ft.jit(f, backend="numpy", max_variants=2)
+    for scale in (1.5, 3.0, 6.0):      # three trip counts: three paths
+        jf(X * scale)
 
 
 # ============================================================================================
