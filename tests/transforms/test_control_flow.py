@@ -285,13 +285,13 @@ def test_errors_name_the_problem():
 
 
 def test_fori_loop_type_error_names_body_fun_not_internals():
-    with pytest.raises(ft.FunctraceTypeError, match="fori_loop: body_fun .* the carry"):
+    with pytest.raises(ft.FunctraceTypeError, match=r"fori_loop: body_fun .* the carry"):
         ft.fori_loop(0, 3, lambda i, v: v * np.ones((), np.float64), np.float32(1.0))
 
 
 def test_numpy_array_indexed_by_loop_counter_suggests_take():
     xs = np.arange(3.0)
-    with pytest.raises(ft.ConcretizationError, match="fnp.take"):
+    with pytest.raises(ft.ConcretizationError, match=r"fnp\.take"):
         ft.fori_loop(0, 3, lambda i, v: v + xs[i], 0.0)
     assert ft.fori_loop(0, 3, lambda i, v: v + fnp.take(xs, i, 0), 0.0) == 3.0
 
