@@ -145,121 +145,158 @@ def _pos_zero(c) -> bool:
 
 def simplify(g: Graph) -> Graph:
     """Apply the algebraic identities listed in the module docstring."""
-    from .. import ops as _ops
     env: dict[Var, Var | Lit] = {}
     const_of: dict[Var, object] = {}        # Var -> scalar value of a uniform broadcast literal
+    scalar_src: dict[Var, Var | Lit] = {}   # Var -> the 0-d atom it broadcasts
     producer: dict[Var, Eqn] = {}
     eqns = []
     changed = False
-
-    def same_type(a, o):
-        return a.aval == o.aval
-
-    scalar_src: dict[Var, Var | Lit] = {}   # Var -> the 0-d atom it broadcasts
     for e in g.eqns:
-        ins = tuple(_subst(env, a) for a in e.inputs)
-        name = e.op.name
-        out = e.outputs[0]
-        repl = None
-        if e.op.elementwise and len(ins) > 1 and any(a in scalar_src for a in ins
-                                                     if isinstance(a, Var)):
-            # a broadcast 0-d operand can feed the op directly (ops broadcast 0-d operands)
-            # as long as another operand still carries the output shape
-            shaped = [a for a in ins if not (isinstance(a, Var) and a in scalar_src)
-                      and a.aval.shape == out.aval.shape]
-            if shaped:
-                ins = tuple(scalar_src[a] if isinstance(a, Var) and a in scalar_src else a
-                            for a in ins)
-        if name in ("add", "sub", "mul", "div"):
-            x, y = ins
-            cx, cy = _lit_value(x, const_of), _lit_value(y, const_of)
-            if name == "add":
-                if _neg_zero(cy) and same_type(x, out):
-                    repl = x
-                elif _neg_zero(cx) and same_type(y, out):
-                    repl = y
-            elif name == "sub":
-                if _pos_zero(cy) and same_type(x, out):
-                    repl = x
-                elif _neg_zero(cx) and same_type(y, out):
-                    repl = ("neg", y)
-            elif name == "mul":
-                if cy == 1 and same_type(x, out):
-                    repl = x
-                elif cx == 1 and same_type(y, out):
-                    repl = y
-                elif cy == -1 and same_type(x, out):
-                    repl = ("neg", x)
-                elif cx == -1 and same_type(y, out):
-                    repl = ("neg", y)
-                elif (cy == 0 and isinstance(x, Lit)) or (cx == 0 and isinstance(y, Lit)):
-                    repl = "zero"
-            elif name == "div":
-                if cy == 1 and same_type(x, out):
-                    repl = x
-        elif name == "neg":
-            x = ins[0]
-            p = producer.get(x) if isinstance(x, Var) else None
-            if p is not None and p.op.name == "neg" and same_type(p.inputs[0], out):
-                repl = p.inputs[0]
-        elif name == "integer_pow" and e.params["y"] == 1 and same_type(ins[0], out):
-            repl = ins[0]
-        elif name in ("convert_element_type", "reshape", "transpose") \
-                and same_type(ins[0], out):
-            if name != "transpose" or e.params["permutation"] == tuple(range(out.aval.ndim)):
-                repl = ins[0]
-        elif name in ("reshape", "transpose") and isinstance(ins[0], Var):
-            p = producer.get(ins[0])
-            if p is not None and p.op.name == name:
-                # reshape(reshape(x)) -> reshape(x); transpose(transpose(x)) -> one transpose
-                inner = p.inputs[0]
-                if name == "reshape":
-                    params = e.params
-                else:
-                    perm1, perm2 = p.params["permutation"], e.params["permutation"]
-                    params = {"permutation": tuple(perm1[i] for i in perm2)}
-                if name == "reshape" and inner.aval.shape == out.aval.shape:
-                    repl = inner
-                elif name == "transpose" and params["permutation"] == tuple(
-                        range(out.aval.ndim)):
-                    repl = inner
-                else:
-                    ins = (inner,)
-                    e = Eqn(e.op, ins, params, e.outputs, e.source)
-                    changed = True
-        elif name == "select" and ins[1] == ins[2] and same_type(ins[1], out):
-            repl = ins[1]
-        elif name == "broadcast_in_dim" and ins[0].aval.shape == ():
-            scalar_src[out] = ins[0]
-            if isinstance(ins[0], Lit):
-                const_of[out] = ins[0].val.item()
+        ins = _direct_scalars(e, tuple(_subst(env, a) for a in e.inputs), scalar_src)
+        repl = _replacement(e, ins, const_of, producer)
         if repl is None:
             if ins != e.inputs:
                 e = Eqn(e.op, ins, e.params, e.outputs, e.source)
                 changed = True
-            eqns.append(e)
-            for o in e.outputs:
-                producer[o] = e
-            continue
-        changed = True
-        if repl == "zero":
-            z = np.zeros((), out.aval.dtype)
-            if out.aval.shape:
-                ne = Eqn(_ops.shape.broadcast_in_dim_p, (Lit(z),),
-                         {"shape": out.aval.shape, "broadcast_dimensions": ()}, e.outputs,
-                         e.source)
-                eqns.append(ne)
-                producer[out] = ne
-                const_of[out] = 0
-            else:
-                env[out] = Lit(z)
-        elif isinstance(repl, tuple):
-            ne = Eqn(_ops.elementwise.neg_p, (repl[1],), {}, e.outputs, e.source)
-            eqns.append(ne)
-            producer[out] = ne
+            _track_scalar_broadcast(e, ins, scalar_src, const_of)
+        elif isinstance(repl, Eqn):
+            e = repl
+            changed = True
         else:
-            env[out] = repl
+            env[e.outputs[0]] = repl
+            changed = True
+            continue
+        eqns.append(e)
+        for o in e.outputs:
+            producer[o] = e
     return _rebuild(g, eqns, env) if changed else g
+
+
+def _same_type(a, o) -> bool:
+    return a.aval == o.aval
+
+
+def _direct_scalars(e: Eqn, ins: tuple, scalar_src) -> tuple:
+    """``ins`` with each broadcast 0-d operand of an elementwise op replaced by the 0-d atom
+    itself (ops broadcast 0-d operands), as long as another operand still carries the output
+    shape."""
+    if not (e.op.elementwise and len(ins) > 1
+            and any(a in scalar_src for a in ins if isinstance(a, Var))):
+        return ins
+    shape = e.outputs[0].aval.shape
+    shaped = [a for a in ins if not (isinstance(a, Var) and a in scalar_src)
+              and a.aval.shape == shape]
+    if not shaped:
+        return ins
+    return tuple(scalar_src[a] if isinstance(a, Var) and a in scalar_src else a for a in ins)
+
+
+def _track_scalar_broadcast(e: Eqn, ins: tuple, scalar_src, const_of) -> None:
+    """Record a kept broadcast of a 0-d atom (and a literal's value) for later equations."""
+    if e.op.name == "broadcast_in_dim" and ins[0].aval.shape == ():
+        out = e.outputs[0]
+        scalar_src[out] = ins[0]
+        if isinstance(ins[0], Lit):
+            const_of[out] = ins[0].val.item()
+
+
+def _replacement(e: Eqn, ins: tuple, const_of, producer) -> Var | Lit | Eqn | None:
+    """What ``e`` reading ``ins`` simplifies to: an atom its output becomes, an equation to
+    emit in its place, or None (kept)."""
+    name, out = e.op.name, e.outputs[0]
+    if name in ("add", "sub", "mul", "div"):
+        return _arith_identity(e, ins, const_of)
+    if name == "neg":
+        return _double_neg(ins[0], out, producer)
+    if name == "integer_pow":
+        return ins[0] if e.params["y"] == 1 and _same_type(ins[0], out) else None
+    if name in ("convert_element_type", "reshape", "transpose") and _same_type(ins[0], out):
+        if name != "transpose" or e.params["permutation"] == tuple(range(out.aval.ndim)):
+            return ins[0]
+        return None
+    if name in ("reshape", "transpose") and isinstance(ins[0], Var):
+        return _merged_chain(e, ins[0], producer)
+    if name == "select" and ins[1] == ins[2] and _same_type(ins[1], out):
+        return ins[1]
+    return None
+
+
+def _arith_identity(e: Eqn, ins: tuple, const_of) -> Var | Lit | Eqn | None:
+    """add/sub/mul/div by a literal that leaves the other operand as it is, negates it, or
+    (a literal times zero) gives zero."""
+    name, out = e.op.name, e.outputs[0]
+    x, y = ins
+    cx, cy = _lit_value(x, const_of), _lit_value(y, const_of)
+    if name == "add":
+        if _neg_zero(cy) and _same_type(x, out):
+            return x
+        if _neg_zero(cx) and _same_type(y, out):
+            return y
+    elif name == "sub":
+        if _pos_zero(cy) and _same_type(x, out):
+            return x
+        if _neg_zero(cx) and _same_type(y, out):
+            return _negated(e, y)
+    elif name == "mul":
+        if cy == 1 and _same_type(x, out):
+            return x
+        if cx == 1 and _same_type(y, out):
+            return y
+        if cy == -1 and _same_type(x, out):
+            return _negated(e, x)
+        if cx == -1 and _same_type(y, out):
+            return _negated(e, y)
+        if (cy == 0 and isinstance(x, Lit)) or (cx == 0 and isinstance(y, Lit)):
+            return _zero(e, const_of)
+    elif name == "div" and cy == 1 and _same_type(x, out):
+        return x
+    return None
+
+
+def _negated(e: Eqn, x) -> Eqn:
+    """``neg(x)`` computing ``e``'s output."""
+    from .. import ops
+    return Eqn(ops.elementwise.neg_p, (x,), {}, e.outputs, e.source)
+
+
+def _zero(e: Eqn, const_of) -> Lit | Eqn:
+    """A zero of ``e``'s output type: a 0-d literal, or a broadcast of one (whose value is
+    recorded in ``const_of``)."""
+    from .. import ops
+    out = e.outputs[0]
+    z = np.zeros((), out.aval.dtype)
+    if not out.aval.shape:
+        return Lit(z)
+    const_of[out] = 0
+    return Eqn(ops.shape.broadcast_in_dim_p, (Lit(z),),
+               {"shape": out.aval.shape, "broadcast_dimensions": ()}, e.outputs, e.source)
+
+
+def _double_neg(x, out: Var, producer) -> Var | Lit | None:
+    """``--y`` -> ``y``."""
+    p = producer.get(x) if isinstance(x, Var) else None
+    if p is not None and p.op.name == "neg" and _same_type(p.inputs[0], out):
+        return p.inputs[0]
+    return None
+
+
+def _merged_chain(e: Eqn, x: Var, producer) -> Var | Lit | Eqn | None:
+    """A reshape of a reshape, or a transpose of a transpose, as one equation (or as the inner
+    operand when the two cancel)."""
+    p = producer.get(x)
+    if p is None or p.op.name != e.op.name:
+        return None
+    inner, out = p.inputs[0], e.outputs[0]
+    if e.op.name == "reshape":
+        if inner.aval.shape == out.aval.shape:
+            return inner
+        params = e.params
+    else:
+        perm1, perm2 = p.params["permutation"], e.params["permutation"]
+        params = {"permutation": tuple(perm1[i] for i in perm2)}
+        if params["permutation"] == tuple(range(out.aval.ndim)):
+            return inner
+    return Eqn(e.op, (inner,), params, e.outputs, e.source)
 
 
 def optimize(g: Graph, max_rounds: int = 4) -> Graph:

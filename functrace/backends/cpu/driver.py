@@ -114,176 +114,25 @@ class Program:
         # storage alive until their own last use
         self.buffers = plan_buffers(reads, writes, g.outputs, poolable, nbytes, donated,
                                     inplace_ok, aliases=view_bases(g, steps, fresh_result))
-        self._emit_driver(reads, writes, escaping)
+        self._emit_driver()
 
-    def _emit_driver(self, reads, writes, escaping):
-        g = self.graph
-        eqns = g.eqns
-        bp = self.buffers
-        ns: dict = {"np": np, "_own": reference._own, "_donor": _donor, "_c": _c}
-        names: dict[Var, str] = {}
-        lit_names: dict[int, str] = {}
-        n_const = [0]
-
-        def new_const(value):
-            cname = f"c{n_const[0]}"
-            n_const[0] += 1
-            ns[cname] = value
-            return cname
-
-        def nm(a):
-            if isinstance(a, Lit):
-                if id(a) not in lit_names:
-                    lit_names[id(a)] = new_const(a.val)
-                return lit_names[id(a)]
-            if a not in names:
-                names[a] = f"v{len(names)}"
-            return names[a]
-
-        in_names = [nm(v) for v in g.inputs]
-        hoist: dict[str, str] = {}
-
-        def hoisted(atom, expr):
-            """A transposed/reshaped view of a graph input or constant is made once per call
-            (where first needed) and reused by every contraction that reads it."""
-            if (isinstance(atom, Var) and atom not in g.inputs) or "." not in expr:
-                return expr
-            if expr not in hoist:
-                hoist[expr] = f"h{len(hoist)}"
-                body.append(f"{hoist[expr]} = {expr}")
-            return hoist[expr]
-        body: list[str] = []
-        self.pool_views: list[tuple[int, tuple, np.dtype, str]] = []   # (slot, shape, dtype)
-        view_index: dict[tuple, str] = {}
-
-        def pool_view(slot, shape, dtype):
-            k = (slot, tuple(shape), np.dtype(dtype).str)
-            if k not in view_index:
-                view_index[k] = f"b{len(self.pool_views)}"
-                self.pool_views.append((slot, tuple(shape), np.dtype(dtype)))
-            return view_index[k]
-
-        donor_names = {}
-        for i in self.donate:
-            if i < len(g.inputs):
-                v = g.inputs[i]
-                donor_names[i] = f"d{i}"
-                body.append(f"d{i} = _donor({in_names[i]}, {v.aval.size * v.aval.dtype.itemsize})")
-
-        def out_array(v, kshape):
-            """(line(s), kernel-view expr) for a value written by a kernel."""
-            dt = v.aval.dtype
-            name = nm(v)
-            if v in bp.slot_of:
-                slot = bp.slot_of[v]
-                kv = pool_view(slot, kshape, dt)
-                lv = pool_view(slot, v.aval.shape, dt)
-                return [f"{name} = {lv}"], kv
-            ctor = f"np.empty({tuple(kshape)!r}, np.{dt.name})"
-            if v in bp.donated_slot:
-                d = donor_names[bp.donated_slot[v]]
-                donated = f"{d}.view(np.{dt.name}).reshape({tuple(kshape)!r})"
-                ctor = f"({ctor} if {d} is None else {donated})"
-            if tuple(kshape) == v.aval.shape:
-                return [f"{name} = {ctor}"], name
-            return [f"{name}_k = {ctor}", f"{name} = {name}_k.reshape({v.aval.shape!r})"], \
-                f"{name}_k"
-
-        kernel_names = {}
-        self.loops: list = []               # cpu_loop.LoopStep per loop equation
+    def _emit_driver(self):
+        """Write the driver: donated inputs, then each step's lines and the values dead after
+        it, then the returned list."""
+        d = _DriverText(self.graph, self.plan, self.buffers)
+        in_names = [d.name(v) for v in self.graph.inputs]
+        d.donors(self.donate, in_names)
         for k, s in enumerate(self.plan.steps):
             if isinstance(s, Group):
-                ks = self.kernels[s.id]
-                kn = kernel_names.setdefault(ks.key, f"K{len(kernel_names)}")
-                args = [str(n) for n in ks.binding.extents]
-                for atom, rshape in ks.binding.operands:
-                    shape = atom.aval.shape
-                    if isinstance(atom, Lit):   # a writeable C copy: the warmed-up layout
-                        args.append(new_const(np.array(atom.val.reshape(rshape), order="C")))
-                        continue
-                    expr = nm(atom)
-                    prod = self.plan.producer.get(atom)
-                    if isinstance(prod, OpStep) and not _c_result(eqns[prod.eqn]):
-                        # views (slices, broadcasts, LAPACK results) are made C-contiguous
-                        # and writeable, so every call hits the kernel compiled at warm-up
-                        expr = f"_c({expr})"
-                    if tuple(rshape) != shape:
-                        expr = f"{expr}.reshape({tuple(rshape)!r})"
-                    args.append(expr)
-                for v, kshape in ks.binding.outputs:
-                    lines, kv = out_array(v, kshape)
-                    body.extend(lines)
-                    args.append(kv)
-                if ks.binding.reduction is not None:
-                    v, kshape = ks.binding.reduction
-                    lines, kv = out_array(v, kshape)
-                    body.extend(lines)
-                    args.append(kv)
-                ops = " ".join(eqns[i].op.name for i in s.eqns)
-                body.append(f"{kn}({', '.join(args)})   # group {s.id}: {ops[:70]}")
+                d.kernel_call(s, self.kernels[s.id])
             else:
-                e = eqns[s.eqn]
-                fname = f"f{k}"
-                ns[fname] = e.op.impl
-                pname = ""
-                if e.params:
-                    ns[f"P{k}"] = dict(e.params)
-                    pname = f", **P{k}"
-                ins = ", ".join(nm(a) for a in e.inputs)
-                outs = ", ".join(nm(o) for o in e.outputs)
-                if e.op.multiple_results:
-                    outs += ","
-                in_exprs = [nm(a) for a in e.inputs]
-                if e.op.name == "dot_general":
-                    ((pa, sa), (pb, sb)), mn = dot_dims(e)
-                    xa, ya = e.inputs
-                    ops_ = [hoisted(xa, operand_expr(nm(xa), xa.aval, pa, sa)),
-                            hoisted(ya, operand_expr(nm(ya), ya.aval, pb, sb))]
-                    v = e.outputs[0]
-                    out2 = None
-                    if v in bp.slot_of:
-                        out2 = pool_view(bp.slot_of[v], mn, v.aval.dtype)
-                    expr = dot_expr(e, ops_, out2)
-                    if out2 is not None:
-                        body.append(f"{expr}   # dot_general")
-                        lv = pool_view(bp.slot_of[v], v.aval.shape, v.aval.dtype)
-                        body.append(f"{outs} = {lv}")
-                    else:
-                        body.append(f"{outs} = {expr}   # dot_general")
-                elif e.op.name == "loop" and body_ok(e):
-                    ls = LoopStep(e, f"L{len(self.loops)}")
-                    self.loops.append(ls)
-                    ns[ls.name] = _interpreted(e)     # until the compiled loop is loaded
-                    body.append(f"{outs} = {ls.name}({ins})   # loop: {ls.length} trips, "
-                                f"{ls.n_kernels} kernels")
-                elif _view_expr(e, in_exprs) is not None:
-                    body.append(f"{outs} = {_view_expr(e, in_exprs)}   # {e.op.name}")
-                else:
-                    call = f"{ins}{pname}" if ins else pname[2:]
-                    body.append(f"{outs} = {fname}({call})   # {e.op.name}")
-            # drop values numpy allocated once their last use has passed
-            dead = [nm(v) for v in bp.frees_after[k] if v not in bp.slot_of and v in names
-                    and v not in g.inputs]
-            if dead:
-                body.append(f"del {', '.join(dead)}")
-        outs = []
-        for a in g.outputs:
-            if isinstance(a, Lit):
-                outs.append(f"_own({nm(a)})")
-            elif a in g.inputs:
-                outs.append(nm(a))
-            else:
-                producer = self.plan.producer.get(a)
-                outs.append(nm(a) if isinstance(producer, Group) else f"_own({nm(a)})")
-        head = [f"def driver(pool, {', '.join(in_names)}):" if in_names else "def driver(pool):"]
-        if self.pool_views:
-            head.append(f"    {', '.join(f'b{j}' for j in range(len(self.pool_views)))}"
-                        f"{',' if len(self.pool_views) == 1 else ''} = pool")
-        text = "\n".join(head + ["    " + line for line in body] +
-                         [f"    return [{', '.join(outs)}]"]) + "\n"
-        self.driver_source = text
-        self.kernel_names = kernel_names
-        self.namespace = ns
+                d.op_step(k, self.graph.eqns[s.eqn])
+            d.free_dead(k)
+        self.driver_source = d.text(in_names)
+        self.pool_views: list[tuple[int, tuple, np.dtype]] = d.pool_views  # (slot, shape, dtype)
+        self.loops: list = d.loops              # cpu_loop.LoopStep per loop equation
+        self.kernel_names = d.kernel_names
+        self.namespace = d.ns
 
     # -- public -----------------------------------------------------------------------------
     @property
@@ -308,6 +157,196 @@ class Program:
     def __repr__(self):
         return (f"<Program: {len(self.plan.steps)} steps, {len(self.kernels)} kernels, "
                 f"pool {self.buffers.pool_bytes} bytes>")
+
+
+class _DriverText:
+    """The driver being written: its namespace, the names of values and constants, its lines,
+    and the pool views it unpacks (names are handed out in order of first use)."""
+
+    def __init__(self, graph: Graph, plan, buffers):
+        self.graph, self.plan, self.buffers = graph, plan, buffers
+        self.ns: dict = {"np": np, "_own": reference._own, "_donor": _donor, "_c": _c}
+        self.names: dict[Var, str] = {}
+        self.lit_names: dict[int, str] = {}
+        self.n_const = 0
+        self.hoist: dict[str, str] = {}
+        self.body: list[str] = []
+        self.pool_views: list[tuple[int, tuple, np.dtype]] = []
+        self.view_index: dict[tuple, str] = {}
+        self.donor_names: dict[int, str] = {}
+        self.kernel_names: dict[str, str] = {}
+        self.loops: list = []
+
+    # -- names ------------------------------------------------------------------------------
+    def const(self, value) -> str:
+        """A new namespace constant holding ``value``."""
+        cname = f"c{self.n_const}"
+        self.n_const += 1
+        self.ns[cname] = value
+        return cname
+
+    def name(self, a) -> str:
+        """The driver's name of an atom (a literal becomes a constant, once per object)."""
+        if isinstance(a, Lit):
+            if id(a) not in self.lit_names:
+                self.lit_names[id(a)] = self.const(a.val)
+            return self.lit_names[id(a)]
+        if a not in self.names:
+            self.names[a] = f"v{len(self.names)}"
+        return self.names[a]
+
+    def hoisted(self, atom, expr: str) -> str:
+        """A transposed/reshaped view of a graph input or constant is made once per call
+        (where first needed) and reused by every contraction that reads it."""
+        if (isinstance(atom, Var) and atom not in self.graph.inputs) or "." not in expr:
+            return expr
+        if expr not in self.hoist:
+            self.hoist[expr] = f"h{len(self.hoist)}"
+            self.body.append(f"{self.hoist[expr]} = {expr}")
+        return self.hoist[expr]
+
+    def pool_view(self, slot: int, shape, dtype) -> str:
+        """The name of pool slot ``slot`` viewed as ``shape`` and ``dtype``."""
+        k = (slot, tuple(shape), np.dtype(dtype).str)
+        if k not in self.view_index:
+            self.view_index[k] = f"b{len(self.pool_views)}"
+            self.pool_views.append((slot, tuple(shape), np.dtype(dtype)))
+        return self.view_index[k]
+
+    def out_array(self, v: Var, kshape) -> tuple[list[str], str]:
+        """(line(s), kernel-view expr) for a value written by a kernel."""
+        bp = self.buffers
+        dt = v.aval.dtype
+        name = self.name(v)
+        if v in bp.slot_of:
+            slot = bp.slot_of[v]
+            kv = self.pool_view(slot, kshape, dt)
+            lv = self.pool_view(slot, v.aval.shape, dt)
+            return [f"{name} = {lv}"], kv
+        ctor = f"np.empty({tuple(kshape)!r}, np.{dt.name})"
+        if v in bp.donated_slot:
+            d = self.donor_names[bp.donated_slot[v]]
+            donated = f"{d}.view(np.{dt.name}).reshape({tuple(kshape)!r})"
+            ctor = f"({ctor} if {d} is None else {donated})"
+        if tuple(kshape) == v.aval.shape:
+            return [f"{name} = {ctor}"], name
+        return [f"{name}_k = {ctor}", f"{name} = {name}_k.reshape({v.aval.shape!r})"], \
+            f"{name}_k"
+
+    # -- lines ------------------------------------------------------------------------------
+    def donors(self, donate: tuple, in_names: list[str]) -> None:
+        """A ``d<i>`` line per donated input: its memory as bytes, or None."""
+        g = self.graph
+        for i in donate:
+            if i < len(g.inputs):
+                v = g.inputs[i]
+                self.donor_names[i] = f"d{i}"
+                self.body.append(
+                    f"d{i} = _donor({in_names[i]}, {v.aval.size * v.aval.dtype.itemsize})")
+
+    def kernel_call(self, s: Group, ks: KernelStep) -> None:
+        """The output arrays of a group's kernel, then the call."""
+        kn = self.kernel_names.setdefault(ks.key, f"K{len(self.kernel_names)}")
+        args = [str(n) for n in ks.binding.extents]
+        args += [self._kernel_operand(atom, rshape) for atom, rshape in ks.binding.operands]
+        written = list(ks.binding.outputs)
+        if ks.binding.reduction is not None:
+            written.append(ks.binding.reduction)
+        for v, kshape in written:
+            lines, kv = self.out_array(v, kshape)
+            self.body.extend(lines)
+            args.append(kv)
+        ops = " ".join(self.graph.eqns[i].op.name for i in s.eqns)
+        self.body.append(f"{kn}({', '.join(args)})   # group {s.id}: {ops[:70]}")
+
+    def _kernel_operand(self, atom, rshape) -> str:
+        """The expression a kernel reads an operand through."""
+        if isinstance(atom, Lit):   # a writeable C copy: the warmed-up layout
+            return self.const(np.array(atom.val.reshape(rshape), order="C"))
+        expr = self.name(atom)
+        prod = self.plan.producer.get(atom)
+        if isinstance(prod, OpStep) and not _c_result(self.graph.eqns[prod.eqn]):
+            # views (slices, broadcasts, LAPACK results) are made C-contiguous and
+            # writeable, so every call hits the kernel compiled at warm-up
+            expr = f"_c({expr})"
+        if tuple(rshape) != atom.aval.shape:
+            expr = f"{expr}.reshape({tuple(rshape)!r})"
+        return expr
+
+    def op_step(self, k: int, e) -> None:
+        """The line(s) of op step ``k``: a contraction, a loop, an inlined view, or the op's
+        numpy impl (bound in the namespace as ``f<k>``, its params as ``P<k>``)."""
+        self.ns[f"f{k}"] = e.op.impl
+        pname = ""
+        if e.params:
+            self.ns[f"P{k}"] = dict(e.params)
+            pname = f", **P{k}"
+        in_exprs = [self.name(a) for a in e.inputs]
+        ins = ", ".join(in_exprs)
+        outs = ", ".join(self.name(o) for o in e.outputs)
+        if e.op.multiple_results:
+            outs += ","
+        if e.op.name == "dot_general":
+            self._dot_call(e, outs)
+        elif e.op.name == "loop" and body_ok(e):
+            self._loop_call(e, ins, outs)
+        elif (view := _view_expr(e, in_exprs)) is not None:
+            self.body.append(f"{outs} = {view}   # {e.op.name}")
+        else:
+            call = f"{ins}{pname}" if ins else pname[2:]
+            self.body.append(f"{outs} = f{k}({call})   # {e.op.name}")
+
+    def _dot_call(self, e, outs: str) -> None:
+        """A contraction as ``np.matmul``, into its pool slot when it has one."""
+        ((pa, sa), (pb, sb)), mn = dot_dims(e)
+        xa, ya = e.inputs
+        ops_ = [self.hoisted(xa, operand_expr(self.name(xa), xa.aval, pa, sa)),
+                self.hoisted(ya, operand_expr(self.name(ya), ya.aval, pb, sb))]
+        v = e.outputs[0]
+        slot_of = self.buffers.slot_of
+        out2 = self.pool_view(slot_of[v], mn, v.aval.dtype) if v in slot_of else None
+        expr = dot_expr(e, ops_, out2)
+        if out2 is not None:
+            self.body.append(f"{expr}   # dot_general")
+            lv = self.pool_view(slot_of[v], v.aval.shape, v.aval.dtype)
+            self.body.append(f"{outs} = {lv}")
+        else:
+            self.body.append(f"{outs} = {expr}   # dot_general")
+
+    def _loop_call(self, e, ins: str, outs: str) -> None:
+        """A call of the loop's runner ``L<n>`` (interpreted until the compiled loop loads)."""
+        ls = LoopStep(e, f"L{len(self.loops)}")
+        self.loops.append(ls)
+        self.ns[ls.name] = _interpreted(e)
+        self.body.append(f"{outs} = {ls.name}({ins})   # loop: {ls.length} trips, "
+                         f"{ls.n_kernels} kernels")
+
+    def free_dead(self, k: int) -> None:
+        """``del`` the values numpy allocated once their last use (step ``k``) has passed."""
+        bp, g = self.buffers, self.graph
+        dead = [self.name(v) for v in bp.frees_after[k]
+                if v not in bp.slot_of and v in self.names and v not in g.inputs]
+        if dead:
+            self.body.append(f"del {', '.join(dead)}")
+
+    def text(self, in_names: list[str]) -> str:
+        """The driver's source: the signature, pool views unpacked, the body, the return."""
+        outs = [self._result(a) for a in self.graph.outputs]
+        head = [f"def driver(pool, {', '.join(in_names)}):" if in_names else "def driver(pool):"]
+        if self.pool_views:
+            n = len(self.pool_views)
+            head.append(f"    {', '.join(f'b{j}' for j in range(n))}{',' if n == 1 else ''} = pool")
+        return "\n".join(head + ["    " + line for line in self.body] +
+                         [f"    return [{', '.join(outs)}]"]) + "\n"
+
+    def _result(self, a) -> str:
+        """A returned value: owned by the caller unless a kernel wrote it or it is an input."""
+        if isinstance(a, Lit):
+            return f"_own({self.name(a)})"
+        if a in self.graph.inputs:
+            return self.name(a)
+        producer = self.plan.producer.get(a)
+        return self.name(a) if isinstance(producer, Group) else f"_own({self.name(a)})"
 
 
 def _interpreted(e):

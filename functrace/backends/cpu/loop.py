@@ -222,8 +222,7 @@ class LoopStep:
 
     def __init__(self, eqn, name: str):
         p = eqn.params
-        body: Graph = p["body"]
-        bp = plan_body(body)
+        bp = plan_body(p["body"])
         if isinstance(bp, str):
             raise Unsupported(bp)
         self.name = name
@@ -234,21 +233,55 @@ class LoopStep:
         self.out_avals = [o.aval for o in eqn.outputs]
         g = bp.graph
         nc, nk = self.n_consts, self.n_carry
-        ins = g.inputs
-        name_of: dict[Var, str] = {}
+        carry_out, ys = list(g.outputs[:nk]), list(g.outputs[nk:])
+        trip = _Trip(g.inputs, nc, nk)
+        stacked_carry = trip.place_results(carry_out, ys)
+        for step in bp.steps:
+            trip.step(step, g)
+        _stack_per_trip_carries(carry_out, trip.name_of, stacked_carry)
+        copies = _result_copies(carry_out, ys, trip.name_of, stacked_carry)
+        self.lits: list[np.ndarray] = trip.lits
+        n_x = len(g.inputs) - nc - nk
+        params = (["T"] + [f"c{k}" for k in range(nc)] + [f"i{k}" for k in range(nk)]
+                  + [f"X{k}" for k in range(n_x)] + [f"Y{m}" for m in range(len(ys))]
+                  + [f"F{k}" for k in range(nk)] + [f"L{q}" for q in range(len(self.lits))])
+        # carry pairs and scratch come from the caller (np.empty in numba costs compile time)
+        self.buffers = _buffers(g.inputs[nc:nc + nk], stacked_carry, trip.scratch)
+        params += [nm for nm, _, _ in self.buffers]
+        text = _module_text(_loop_lines(params, nk, stacked_carry, trip.calls + copies))
+        self.key = spec_key(text)
+        self.source = text.replace("# functrace loop", f"# functrace loop {self.key}", 1)
+        self.n_kernels = trip.n_kernels
+        self.y_avals = [v.aval for v in ys]
+        self.carry_avals = [v.aval for v in carry_out]
+
+
+class _Trip:
+    """One trip's code being written: where each body value lives (``name_of``: a flat
+    buffer, or a row ``[j]`` of a stacked one), the scratch buffers and literals it needs, and
+    its lines (inlined kernels and BLAS calls)."""
+
+    def __init__(self, ins, nc: int, nk: int):
+        self.name_of: dict[Var, str] = {}
         for k, v in enumerate(ins[:nc]):
-            name_of[v] = f"c{k}"
+            self.name_of[v] = f"c{k}"
         for k, v in enumerate(ins[nc:nc + nk]):
-            name_of[v] = f"cur{k}"
+            self.name_of[v] = f"cur{k}"
         for k, v in enumerate(ins[nc + nk:]):
-            name_of[v] = f"X{k}[j]"
-        carry_out = list(g.outputs[:nk])
-        ys = list(g.outputs[nk:])
-        # where each kernel-written value lives
-        home: dict[Var, str] = {}
+            self.name_of[v] = f"X{k}[j]"
+        self.home: dict[Var, str] = {}      # where each kernel-written value lives
+        self.scratch: list[tuple[str, int, np.dtype]] = []
+        self.lits: list[np.ndarray] = []
+        self.calls: list[str] = []
+        self.n_kernels = 0
+
+    def place_results(self, carry_out: list, ys: list) -> dict[int, int | str]:
+        """Home the trip's results in their outputs (``Y<m>[j]``, ``nxt<k>``); returns the
+        carries that are also stacked results (carry index -> result index)."""
         # a carry that is also a stacked result lives only in its row of the stack: the next
         # trip reads row j - 1 (no carry buffers, no copy)
         stacked_carry: dict[int, int | str] = {}
+        name_of, home = self.name_of, self.home
         for m, v in enumerate(ys):
             if isinstance(v, Var) and v not in name_of and v not in home:
                 home[v] = f"Y{m}[j]"
@@ -258,122 +291,145 @@ class LoopStep:
         for k, v in enumerate(carry_out):
             if isinstance(v, Var) and v not in name_of and v not in home:
                 home[v] = f"nxt{k}"
-        self.lits: list[np.ndarray] = []
-        scratch: list[tuple[str, int, np.dtype]] = []
-        calls: list[str] = []
-        n_kernels = 0
-        for step in bp.steps:
-            if step[0] == "alias":
-                _, out, src = step
-                if src not in name_of:
-                    raise Unsupported("a reshape of a value the loop does not hold")
-                name_of[out] = name_of[src]
-                continue
-            if step[0] == "dot":
-                _, e, (va, vb, mn) = step
-                mats = []
-                for atom, (shape, tr) in zip(e.inputs, (va, vb)):
-                    if isinstance(atom, Lit):
-                        self.lits.append(np.ascontiguousarray(atom.val).reshape(-1))
-                        src = f"L{len(self.lits) - 1}"
-                    elif atom in name_of:
-                        src = name_of[atom]
-                    else:
-                        raise Unsupported("a contraction reads a value the loop does not hold")
-                    mats.append(_view(src, shape) + (".T" if tr else ""))
-                v = e.outputs[0]
-                if v not in home:
-                    home[v] = f"s{len(scratch)}"
-                    scratch.append((home[v], int(v.aval.size), v.aval.dtype))
-                name_of[v] = home[v]
-                calls.append(f"np.dot({mats[0]}, {mats[1]}, {_view(home[v], mn)})"
-                             "   # dot_general (BLAS)")
-                continue
+        return stacked_carry
+
+    def step(self, step: tuple, g) -> None:
+        """The lines of one body step (a reshape alias, a BLAS contraction or a kernel)."""
+        if step[0] == "alias":
+            _, out, src = step
+            if src not in self.name_of:
+                raise Unsupported("a reshape of a value the loop does not hold")
+            self.name_of[out] = self.name_of[src]
+        elif step[0] == "dot":
+            _, e, layout = step
+            self.calls.append(self._dot(e, layout))
+        else:
             _, spec, binding, grp = step
-            kernel_text = render_cpu(spec, "kernel")
-            args = [str(n) for n in binding.extents]
-            for atom, rshape in binding.operands:
-                if isinstance(atom, Lit):
-                    self.lits.append(np.ascontiguousarray(atom.val.reshape(rshape)).reshape(-1))
-                    args.append(_view(f"L{len(self.lits) - 1}", rshape))
-                    continue
-                if atom not in name_of:
-                    raise Unsupported("a kernel reads a value the loop does not hold")
-                args.append(_view(name_of[atom], rshape))
-            written = list(binding.outputs)
-            if binding.reduction is not None:
-                written.append(binding.reduction)
-            for v, kshape in written:
-                if v not in home:
-                    home[v] = f"s{len(scratch)}"
-                    scratch.append((home[v], int(v.aval.size), v.aval.dtype))
-                name_of[v] = home[v]
-                args.append(_view(home[v], kshape))
-            ops_ = " ".join(g.eqns[i].op.name for i in grp.eqns)
-            calls.append(f"# kernel {n_kernels}: {ops_[:70]}")
-            calls.extend(_inline(kernel_text, args, f"_{n_kernels}"))
-            n_kernels += 1
-        # likewise a carry that is a per-trip read: the next trip reads the previous row
-        for k, v in enumerate(carry_out):
-            src = name_of.get(v, "")
-            if src.startswith("X") and k not in stacked_carry:
-                stacked_carry[k] = src[:-len("[j]")]
-        # results not written in place: copied at the end of the trip (before the swap)
-        copies = []
-        for k, v in enumerate(carry_out):
-            src = name_of.get(v)
-            if src is None:
-                raise Unsupported("a loop carry with no compiled value")
-            if k in stacked_carry:
+            self._kernel(spec, binding, " ".join(g.eqns[i].op.name for i in grp.eqns))
+
+    def _place(self, v: Var) -> str:
+        """The buffer a step writes ``v`` to: its home, else a new scratch buffer."""
+        if v not in self.home:
+            self.home[v] = f"s{len(self.scratch)}"
+            self.scratch.append((self.home[v], int(v.aval.size), v.aval.dtype))
+        self.name_of[v] = self.home[v]
+        return self.home[v]
+
+    def _lit(self, flat: np.ndarray) -> str:
+        """A literal passed to the loop function flat, as ``L<q>``."""
+        self.lits.append(flat)
+        return f"L{len(self.lits) - 1}"
+
+    def _dot(self, e, layout) -> str:
+        """``np.dot`` of a contraction's matrix views into the buffer of its result."""
+        va, vb, mn = layout
+        mats = []
+        for atom, (shape, tr) in zip(e.inputs, (va, vb)):
+            if isinstance(atom, Lit):
+                src = self._lit(np.ascontiguousarray(atom.val).reshape(-1))
+            elif atom in self.name_of:
+                src = self.name_of[atom]
+            else:
+                raise Unsupported("a contraction reads a value the loop does not hold")
+            mats.append(_view(src, shape) + (".T" if tr else ""))
+        out = self._place(e.outputs[0])
+        return f"np.dot({mats[0]}, {mats[1]}, {_view(out, mn)})   # dot_general (BLAS)"
+
+    def _kernel(self, spec, binding, ops_: str) -> None:
+        """A fused kernel inlined, its operands and outputs bound to the trip's buffers."""
+        kernel_text = render_cpu(spec, "kernel")
+        args = [str(n) for n in binding.extents]
+        for atom, rshape in binding.operands:
+            if isinstance(atom, Lit):
+                flat = np.ascontiguousarray(atom.val.reshape(rshape)).reshape(-1)
+                args.append(_view(self._lit(flat), rshape))
                 continue
-            if src != f"nxt{k}":
-                copies += _copy(f"nxt{k}", src)
-        for m, v in enumerate(ys):
-            src = name_of.get(v)
-            if src is None:
-                raise Unsupported("a loop result with no compiled value")
-            if src != f"Y{m}[j]":
-                copies += _copy(f"Y{m}[j]", src)
-        n_x = len(ins) - nc - nk
-        params = (["T"] + [f"c{k}" for k in range(nc)] + [f"i{k}" for k in range(nk)]
-                  + [f"X{k}" for k in range(n_x)] + [f"Y{m}" for m in range(len(ys))]
-                  + [f"F{k}" for k in range(nk)] + [f"L{q}" for q in range(len(self.lits))])
-        # carry pairs and scratch come from the caller (np.empty in numba costs compile time)
-        self.buffers = []
-        for k, v in enumerate(ins[nc:nc + nk]):
-            if k in stacked_carry:
-                continue
-            self.buffers += [(f"cur{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype)),
-                             (f"nxt{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype))]
-        self.buffers += [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in scratch]
-        params += [nm for nm, _, _ in self.buffers]
-        lines = [f"@numba.njit({JIT_FLAGS})", f"def loop({', '.join(params)}):"]
-        swapped = [k for k in range(nk) if k not in stacked_carry]
-        for k in swapped:
-            lines.extend("    " + x for x in _copy(f"cur{k}", f"i{k}"))
-        lines.append("    for j in range(T):")
-        for k, m in stacked_carry.items():
-            lines.append(f"        cur{k} = i{k} if j == 0 else {_rows(m)}[j - 1]")
-        lines.extend("        " + c for c in calls + copies)
-        for k in swapped:
-            lines.append(f"        cur{k}, nxt{k} = nxt{k}, cur{k}")
-        for k in swapped:
-            lines.extend("    " + x for x in _copy(f"F{k}", f"cur{k}"))
-        for k, m in stacked_carry.items():
-            last = f"{_rows(m)}[T - 1] if T > 0 else i{k}"
-            lines.extend("    " + x for x in _copy(f"F{k}", last))
-        lines.append("    return 0")
-        head = (f"# functrace loop (numba CPU), codegen v{CODEGEN_VERSION}, "
-                f"vecmath {vecmath_hash()}\n"
-                "import numpy as np\nimport numba\n"
-                "from functrace.backends.cpu import vecmath as vm\n"
-                "from functrace.backends.cpu import scalar as cs\n\n\n")
-        text = head + "\n".join(lines) + "\n"
-        self.key = spec_key(text)
-        self.source = text.replace("# functrace loop", f"# functrace loop {self.key}", 1)
-        self.n_kernels = n_kernels
-        self.y_avals = [v.aval for v in ys]
-        self.carry_avals = [v.aval for v in carry_out]
+            if atom not in self.name_of:
+                raise Unsupported("a kernel reads a value the loop does not hold")
+            args.append(_view(self.name_of[atom], rshape))
+        written = list(binding.outputs)
+        if binding.reduction is not None:
+            written.append(binding.reduction)
+        for v, kshape in written:
+            args.append(_view(self._place(v), kshape))
+        n = self.n_kernels
+        self.calls.append(f"# kernel {n}: {ops_[:70]}")
+        self.calls.extend(_inline(kernel_text, args, f"_{n}"))
+        self.n_kernels += 1
+
+
+def _stack_per_trip_carries(carry_out: list, name_of: dict, stacked_carry: dict) -> None:
+    """Add to ``stacked_carry`` each carry that is a per-trip read: like a carry that is a
+    stacked result, the next trip reads it from the previous row of ``X<k>``."""
+    for k, v in enumerate(carry_out):
+        src = name_of.get(v, "")
+        if src.startswith("X") and k not in stacked_carry:
+            stacked_carry[k] = src[:-len("[j]")]
+
+
+def _result_copies(carry_out: list, ys: list, name_of: dict, stacked_carry: dict) -> list[str]:
+    """Lines copying the results not written in place, at the end of the trip (before the
+    carry buffers swap)."""
+    copies = []
+    for k, v in enumerate(carry_out):
+        src = name_of.get(v)
+        if src is None:
+            raise Unsupported("a loop carry with no compiled value")
+        if k in stacked_carry:
+            continue
+        if src != f"nxt{k}":
+            copies += _copy(f"nxt{k}", src)
+    for m, v in enumerate(ys):
+        src = name_of.get(v)
+        if src is None:
+            raise Unsupported("a loop result with no compiled value")
+        if src != f"Y{m}[j]":
+            copies += _copy(f"Y{m}[j]", src)
+    return copies
+
+
+def _buffers(carry_in, stacked_carry: dict, scratch: list) -> list[tuple[str, int, np.dtype]]:
+    """The buffers the caller allocates: a (``cur``, ``nxt``) pair per swapped carry, then
+    the scratch buffers (each at least one element)."""
+    buffers = []
+    for k, v in enumerate(carry_in):
+        if k in stacked_carry:
+            continue
+        buffers += [(f"cur{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype)),
+                    (f"nxt{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype))]
+    return buffers + [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in scratch]
+
+
+def _loop_lines(params: list[str], nk: int, stacked_carry: dict, trip: list[str]) -> list[str]:
+    """The ``loop`` function: copy in the carries, run ``T`` trips (swapping carry buffers
+    after each), copy out the final carries."""
+    lines = [f"@numba.njit({JIT_FLAGS})", f"def loop({', '.join(params)}):"]
+    swapped = [k for k in range(nk) if k not in stacked_carry]
+    for k in swapped:
+        lines.extend("    " + x for x in _copy(f"cur{k}", f"i{k}"))
+    lines.append("    for j in range(T):")
+    for k, m in stacked_carry.items():
+        lines.append(f"        cur{k} = i{k} if j == 0 else {_rows(m)}[j - 1]")
+    lines.extend("        " + c for c in trip)
+    for k in swapped:
+        lines.append(f"        cur{k}, nxt{k} = nxt{k}, cur{k}")
+    for k in swapped:
+        lines.extend("    " + x for x in _copy(f"F{k}", f"cur{k}"))
+    for k, m in stacked_carry.items():
+        last = f"{_rows(m)}[T - 1] if T > 0 else i{k}"
+        lines.extend("    " + x for x in _copy(f"F{k}", last))
+    lines.append("    return 0")
+    return lines
+
+
+def _module_text(lines: list[str]) -> str:
+    """The loop module: header, imports, then ``lines``."""
+    head = (f"# functrace loop (numba CPU), codegen v{CODEGEN_VERSION}, "
+            f"vecmath {vecmath_hash()}\n"
+            "import numpy as np\nimport numba\n"
+            "from functrace.backends.cpu import vecmath as vm\n"
+            "from functrace.backends.cpu import scalar as cs\n\n\n")
+    return head + "\n".join(lines) + "\n"
 
 
 def _writeable_c(a: np.ndarray) -> np.ndarray:

@@ -207,16 +207,21 @@ def _args(spec: KernelSpec, reduction: bool) -> list[str]:
     return args
 
 
+def _kernel_head(w: _W, spec: KernelSpec, fn_name: str, decorator: str, reduction: bool):
+    """The spec's helper functions, the decorator and the ``def`` line."""
+    for h in spec.helpers:
+        w(0, h + "\n\n")
+    if decorator:
+        w(0, decorator)
+    w(0, f"def {fn_name}({', '.join(_args(spec, reduction))}):")
+
+
 def render_elementwise(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "") -> str:
     """A grid-stride loop over the flattened loop nest: ``fn(n0.., a0.., o0..)``."""
     assert spec.reduction is None
     nd = spec.ndim
     w = _W()
-    for h in spec.helpers:
-        w(0, h + "\n\n")
-    if decorator:
-        w(0, decorator)
-    w(0, f"def {fn_name}({', '.join(_args(spec, False))}):")
+    _kernel_head(w, spec, fn_name, decorator, False)
     deps = _deps(spec)
     done: set = set()
     _emit_split(w, spec, deps, [frozenset()], [1], done)
@@ -353,34 +358,47 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     """
     red = spec.reduction
     assert red is not None and strategy in ("block", "thread")
-    nd = spec.ndim
-    kept = [d for d in range(nd) if d not in red.axes]
-    rax = list(red.axes)
+    blk = strategy == "block"
     adt = acc_dtype(red)
-    actor = dtype_ctor(adt)
     w = _W()
-    for h in spec.helpers:
-        w(0, h + "\n\n")
-    if decorator:
-        w(0, decorator)
-    w(0, f"def {fn_name}({', '.join(_args(spec, True))}):")
+    _kernel_head(w, spec, fn_name, decorator, True)
     deps = _deps(spec)
     done: set = set()
-    lse = red.kind == "logsumexp"
-    v = red.value
-    if red.kind in ("and", "or") and red.in_dtype.kind != "b":
-        vin = f"({v} != 0)"
-    elif adt != red.in_dtype:
-        vin = f"{actor}({v})"
+    _reduction_prologue(w, spec, deps, done, blk, block, adt)
+    vin = _reduced_value(red, adt)
+
+    def loop(acc_update: str, write_outputs: bool):
+        _reduction_loop(w, spec, deps, done, blk, acc_update, write_outputs)
+
+    if red.kind == "logsumexp":
+        # pass 1: the maximum; pass 2: the sum of exp(v - shift); outputs written in pass 2
+        w(2, f"acc = {const_expr(-np.inf, adt)}")
+        loop(nan_max("acc", vin), False)
+        _unit_result(w, blk, "max", adt, "m")
+        w(2, f"shift = {_lse_shift('m', adt)}")
+        w(2, f"acc = {const_expr(0, adt)}")
+        loop(f"acc + math.exp({vin} - shift)", True)
+        _unit_result(w, blk, "sum", adt, "acc")
+        final = f"{_safe_log('acc', adt)} + shift"
+        _store(w, blk, _cast(red.dtype, final), ["p0[k, s] = m", "p1[k, s] = acc"])
     else:
-        vin = v
-    blk = strategy == "block"
+        w(2, f"acc = {_identity(red.kind, adt)}")
+        loop(_combine(red.kind, "acc", vin, adt), True)
+        _unit_result(w, blk, red.kind, adt, "acc")
+        _store(w, blk, _cast(red.dtype, "acc"), ["p0[k, s] = acc"])
+    return w.text()
+
+
+def _reduction_prologue(w: _W, spec: KernelSpec, deps, done: set, blk: bool, block: int, adt):
+    """The kernel's set-up (shared array, sizes, hoisted reads) and the loop over units of
+    work (k, s), down to the unit's range ``j0 <= j < j1`` of the reduced index."""
+    kept = [d for d in range(spec.ndim) if d not in spec.reduction.axes]
     if blk:
         w(1, f"sm = cuda.shared.array({block}, {dtype_ctor(adt)})")
         w(1, "tid = cuda.threadIdx.x")
         w(1, "nthr = cuda.blockDim.x")
     w(1, f"nk = {_prod(kept)}")
-    w(1, f"nr = {_prod(rax)}")
+    w(1, f"nr = {_prod(spec.reduction.axes)}")
     w(1, "seg = (nr + nseg - 1) // nseg")
     _emit_split(w, spec, deps, [frozenset()], [1], done)
     if blk:
@@ -395,62 +413,61 @@ def render_reduction(spec: KernelSpec, strategy: str, block: int, fn_name: str =
     _emit_split(w, spec, deps, [frozenset(kept)], [2], done)
     w(2, "j0 = s * seg")
     w(2, "j1 = min(j0 + seg, nr)")
+
+
+def _reduced_value(red: Reduction, adt) -> str:
+    """The expression the accumulator folds in: the reduced value in the accumulator's type
+    (``!= 0`` for and/or over non-bool operands)."""
+    v = red.value
+    if red.kind in ("and", "or") and red.in_dtype.kind != "b":
+        return f"({v} != 0)"
+    if adt != red.in_dtype:
+        return f"{dtype_ctor(adt)}({v})"
+    return v
+
+
+def _reduction_loop(w: _W, spec: KernelSpec, deps, done: set, blk: bool, acc_update: str,
+                    write_outputs: bool):
+    """One pass over the unit's range: the body, the group's elementwise outputs when
+    ``write_outputs``, and ``acc = acc_update``."""
+    nd, rax = spec.ndim, list(spec.reduction.axes)
     full = _idx(range(nd))
+    if not blk and len(rax) == 1:
+        _unrolled_loop(w, spec, deps, done, rax[0], full, acc_update, write_outputs)
+        return
+    start = "j0 + tid" if blk else "j0"
+    steps = _stepper(w, 2, start, "nthr" if blk else "1", rax)
+    w(2, f"for j in range({start}, j1{', nthr' if blk else ''}):")
+    if steps is None:
+        _decompose(w, 3, "j", rax)
+    sub = set(done)
+    _emit_split(w, spec, deps, [frozenset(range(nd))], [3], sub)
+    if write_outputs:
+        for k, (name, _dt) in enumerate(spec.outputs):
+            w(3, f"o{k}[{full}] = {name}")
+    w(3, f"acc = {acc_update}")
+    _advance(w, 3, steps)
 
-    def body_loop(acc_update: str, write_outputs: bool):
-        if not blk and len(rax) == 1:
-            _unrolled_loop(w, spec, deps, done, rax[0], full, acc_update, write_outputs)
-            return
-        start = "j0 + tid" if blk else "j0"
-        steps = _stepper(w, 2, start, "nthr" if blk else "1", rax)
-        w(2, f"for j in range({start}, j1{', nthr' if blk else ''}):")
-        if steps is None:
-            _decompose(w, 3, "j", rax)
-        sub = set(done)
-        _emit_split(w, spec, deps, [frozenset(range(nd))], [3], sub)
-        if write_outputs:
-            for k, (name, _dt) in enumerate(spec.outputs):
-                w(3, f"o{k}[{full}] = {name}")
-        w(3, f"acc = {acc_update}")
-        _advance(w, 3, steps)
 
-    if lse:
-        # pass 1: the maximum; pass 2: the sum of exp(v - shift); outputs written in pass 2
-        w(2, f"acc = {const_expr(-np.inf, adt)}")
-        body_loop(nan_max("acc", vin), False)
-        if blk:
-            w(2, "sm[tid] = acc")
-            _block_tree(w, 2, "max", adt)
-            w(2, "m = total")
-        else:
-            w(2, "m = acc")
-        w(2, f"shift = {_lse_shift('m', adt)}")
-        w(2, f"acc = {const_expr(0, adt)}")
-        body_loop(f"acc + math.exp({vin} - shift)", True)
-        if blk:
-            w(2, "sm[tid] = acc")
-            _block_tree(w, 2, "sum", adt)
-            w(2, "acc = total")
-        final = f"{_safe_log('acc', adt)} + shift"
-        b = _store_guard(w, blk)
-        w(b, "if nseg == 1:")
-        w(b + 1, f"r[k] = {_cast(red.dtype, final)}")
-        w(b, "else:")
-        w(b + 1, "p0[k, s] = m")
-        w(b + 1, "p1[k, s] = acc")
-        return w.text()
-    w(2, f"acc = {_identity(red.kind, adt)}")
-    body_loop(_combine(red.kind, "acc", vin, adt), True)
+def _unit_result(w: _W, blk: bool, kind: str, adt, into: str):
+    """``into`` = the unit's result: the block's threads' accumulators combined (block
+    template), or the thread's own."""
     if blk:
         w(2, "sm[tid] = acc")
-        _block_tree(w, 2, red.kind, adt)
-        w(2, "acc = total")
+        _block_tree(w, 2, kind, adt)
+        w(2, f"{into} = total")
+    elif into != "acc":
+        w(2, f"{into} = acc")
+
+
+def _store(w: _W, blk: bool, result: str, partials: list[str]):
+    """Store the unit's ``result`` (one segment) or its partials (several)."""
     b = _store_guard(w, blk)
     w(b, "if nseg == 1:")
-    w(b + 1, f"r[k] = {_cast(red.dtype, 'acc')}")
+    w(b + 1, f"r[k] = {result}")
     w(b, "else:")
-    w(b + 1, "p0[k, s] = acc")
-    return w.text()
+    for line in partials:
+        w(b + 1, line)
 
 
 #: loop iterations whose reads are issued together (the thread template's reduction loop
