@@ -30,7 +30,7 @@ from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
 from ._joining import *  # noqa: F403
 from ._ufuncs import *  # noqa: F403
-from . import linalg
+from . import fft, linalg
 
 # dtypes and constants, exactly numpy's objects
 (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_,
@@ -227,13 +227,13 @@ _install_tracer_methods()
 
 
 def _dispatch_device_arrays():
-    """Every public function of this namespace and of ``fnp.linalg`` takes GPU arrays outside
-    transforms with numpy's semantics (``_device.py``)."""
+    """Every public function of this namespace, of ``fnp.linalg`` and of ``fnp.fft`` takes GPU
+    arrays outside transforms with numpy's semantics (``_device.py``)."""
     import inspect
 
     from ._device import device_dispatch
     wrapped: dict = {}        # one wrapper per function: aliases (around = round) stay aliases
-    for ns in (globals(), vars(linalg)):
+    for ns in (globals(), vars(linalg), vars(fft)):
         for name, fn in list(ns.items()):
             if (inspect.isfunction(fn) and not name.startswith("_") and name != "at"
                     and fn.__module__.startswith(__name__)):

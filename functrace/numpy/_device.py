@@ -56,7 +56,8 @@ def device_dispatch(fn):
     ``fnp.<name>`` and the user's line: ``tracing.user_error``). On numpy arrays outside
     transforms numpy's own errors pass unchanged (a ``try`` costs nothing until it raises)."""
     mod = fn.__module__
-    name = ("fnp.linalg." if mod.endswith(".linalg") else "fnp.") + fn.__name__
+    sub = mod.rsplit(".", 1)[-1]
+    name = (f"fnp.{sub}." if sub in ("linalg", "fft") else "fnp.") + fn.__name__
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
