@@ -940,6 +940,53 @@ B("einsum:int", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
 B("einsum:mixed", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
   dtypes=(("float32", "int32"),), order=1)
 
+# ---- fft (functrace.numpy.fft) ---------------------------------------------------------------
+# Rows name ``fft.<f>``. Complex spectra are returned as stacked real and imaginary parts (the
+# gradient checks take a real loss), and complex inputs are built from two real arguments,
+# so gradients through every transform, in both directions, are checked against finite
+# differences (irfft ignores the imaginary parts of its DC and Nyquist bins: zero gradient).
+
+
+def _ri(m, z):
+    return m.stack([m.real(z), m.imag(z)])
+
+
+B("fft.fft:1d", lambda m, x: _ri(m, m.fft.fft(x)), ((8,),))
+B("fft.fft:pad_axis0_ortho", lambda m, x: _ri(m, m.fft.fft(x, 6, 0, "ortho")), ((3, 4),))
+B("fft.fft:complex_truncate", lambda m, x, y: _ri(m, m.fft.fft(x + 1j * y, n=4)),
+  ((5,), (5,)))
+B("fft.ifft:forward", lambda m, x, y: _ri(m, m.fft.ifft(x + 1j * y, norm="forward")),
+  ((2, 5), (2, 5)))
+B("fft.rfft:even", lambda m, x: _ri(m, m.fft.rfft(x)), ((2, 8),))
+B("fft.rfft:odd_pad_forward", lambda m, x: _ri(m, m.fft.rfft(x, 9, norm="forward")), ((7,),))
+B("fft.rfft:int", lambda m, x: _ri(m, m.fft.rfft(x)), ((6,),), dtypes=("int32",),
+  domain=(-5, 5), order=None)
+B("fft.irfft:even", lambda m, x, y: m.fft.irfft(x + 1j * y), ((5,), (5,)))
+B("fft.irfft:odd_axis0_ortho", lambda m, x, y: m.fft.irfft(x + 1j * y, 7, 0, "ortho"),
+  ((4, 3), (4, 3)))
+B("fft.irfft:roundtrip", lambda m, x: m.fft.irfft(m.fft.rfft(x), 7), ((7,),))
+B("fft.hfft:plain", lambda m, x, y: m.fft.hfft(x + 1j * y), ((2, 4), (2, 4)))
+B("fft.hfft:odd_ortho", lambda m, x, y: m.fft.hfft(x + 1j * y, 5, norm="ortho"),
+  ((3,), (3,)), dtypes=F64)
+B("fft.ihfft:plain", lambda m, x: _ri(m, m.fft.ihfft(x)), ((6,),))
+B("fft.fft2:plain", lambda m, x: _ri(m, m.fft.fft2(x)), ((3, 4),))
+B("fft.ifft2:s", lambda m, x, y: _ri(m, m.fft.ifft2(x + 1j * y, (2, 5))), ((3, 4), (3, 4)))
+B("fft.rfft2:plain", lambda m, x: _ri(m, m.fft.rfft2(x)), ((4, 6),))
+B("fft.irfft2:plain", lambda m, x, y: m.fft.irfft2(x + 1j * y), ((3, 4), (3, 4)))
+B("fft.fftn:axes", lambda m, x: _ri(m, m.fft.fftn(x, axes=(0, 2))), ((2, 3, 4),))
+B("fft.fftn:repeated_axes", lambda m, x: _ri(m, m.fft.fftn(x, axes=(1, 1))), ((2, 3),),
+  dtypes=F64)
+B("fft.ifftn:plain", lambda m, x, y: _ri(m, m.fft.ifftn(x + 1j * y)), ((2, 3), (2, 3)))
+B("fft.rfftn:s_axes", lambda m, x: _ri(m, m.fft.rfftn(x, (4, 6), axes=(1, 0))), ((3, 5),))
+B("fft.irfftn:3d", lambda m, x, y: m.fft.irfftn(x + 1j * y), ((2, 3, 3), (2, 3, 3)))
+B("fft.irfftn:s_axes", lambda m, x, y: m.fft.irfftn(x + 1j * y, (3, 5), axes=(1, 0)),
+  ((4, 2), (4, 2)), dtypes=F64)
+B("fft.fftshift:all", lambda m, x: m.fft.fftshift(x), ((3, 4),))
+B("fft.ifftshift:axis", lambda m, x: m.fft.ifftshift(x, axes=1), ((3, 5),))
+B("fft.fftfreq:static", lambda m, x: x * m.fft.fftfreq(5, 0.5), ((5,),))
+B("fft.fftfreq:traced_d", lambda m, d: m.fft.fftfreq(6, d), ((),), domain=(0.5, 2))
+B("fft.rfftfreq:traced_d", lambda m, d: m.fft.rfftfreq(7, d), ((),), domain=(0.5, 2))
+
 # ---- creation ------------------------------------------------------------------------------
 B("zeros:shape", lambda m, x: x + m.zeros((2, 3)), ((3,),))
 B("zeros:dtype", lambda m, x: x * m.zeros(3, dtype=np.float32), ((3,),), dtypes=F64)
