@@ -82,6 +82,8 @@ def test_table_covers_every_public_fnp_function():
                  and not (isinstance(getattr(fnp, n), np.ufunc))}
     functions -= {"result_type", "promote_types", "can_cast", "finfo", "iinfo", "issubdtype"}
     functions |= {f"fft.{n}" for n in fnp.fft.__all__}     # rows name fnp.fft's as "fft.<f>"
+    import functrace.scipy.signal as fsig
+    functions |= {f"scipy.signal.{n}" for n in fsig.__all__}
     covered = {c.covers for c in CASES}
     assert not functions - covered, f"fnp functions with no OpCase row: {functions - covered}"
     unknown = covered - functions - set(COVERED_PROTOCOLS)

@@ -987,6 +987,36 @@ B("fft.fftfreq:static", lambda m, x: x * m.fft.fftfreq(5, 0.5), ((5,),))
 B("fft.fftfreq:traced_d", lambda m, d: m.fft.fftfreq(6, d), ((),), domain=(0.5, 2))
 B("fft.rfftfreq:traced_d", lambda m, d: m.fft.rfftfreq(7, d), ((),), domain=(0.5, 2))
 
+# ---- functrace.scipy.signal -------------------------------------------------------------------
+# Rows name ``scipy.signal.<f>``; the reference is scipy.signal's function.
+import scipy.signal as _ss  # noqa: E402
+
+import functrace.scipy.signal as _fsig  # noqa: E402
+
+
+def S(name, shapes, **kw):
+    f = name.split(".")[2].split(":")[0]
+    case(name, getattr(_fsig, f), shapes, np_fn=getattr(_ss, f), **kw)
+
+
+S("scipy.signal.convolve:full_direct", ((7,), (3,)), kwargs={"method": "direct"})
+S("scipy.signal.convolve:same_fft", ((8,), (5,)), kwargs={"mode": "same", "method": "fft"})
+S("scipy.signal.convolve:valid_swapped", ((3,), (7,)), kwargs={"mode": "valid"})
+S("scipy.signal.convolve:2d_auto", ((4, 5), (3, 2)), dtypes=F64)
+S("scipy.signal.convolve:int", ((6,), (3,)), dtypes=("int32",), domain=(-5, 5), order=None)
+S("scipy.signal.correlate:full", ((6,), (4,)))
+S("scipy.signal.correlate:same_fft", ((7,), (4,)), kwargs={"mode": "same", "method": "fft"})
+S("scipy.signal.correlate:valid_2d", ((5, 4), (2, 3)), kwargs={"mode": "valid"}, dtypes=F64)
+S("scipy.signal.convolve2d:fill_value", ((4, 5), (3, 3)), kwargs={"fillvalue": 1.5})
+S("scipy.signal.convolve2d:wrap_same", ((5, 5), (3, 2)),
+  kwargs={"mode": "same", "boundary": "wrap"})
+S("scipy.signal.convolve2d:symm", ((4, 4), (2, 3)), kwargs={"boundary": "symm"}, dtypes=F64)
+S("scipy.signal.correlate2d:same", ((5, 6), (2, 3)), kwargs={"mode": "same"})
+S("scipy.signal.correlate2d:valid_swapped", ((2, 3), (4, 5)), kwargs={"mode": "valid"},
+  dtypes=F64)
+S("scipy.signal.fftconvolve:full", ((8,), (5,)))
+S("scipy.signal.fftconvolve:axes_same", ((3, 8), (1, 5)), kwargs={"mode": "same", "axes": 1})
+
 # ---- creation ------------------------------------------------------------------------------
 B("zeros:shape", lambda m, x: x + m.zeros((2, 3)), ((3,),))
 B("zeros:dtype", lambda m, x: x * m.zeros(3, dtype=np.float32), ((3,),), dtypes=F64)
