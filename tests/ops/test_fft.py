@@ -157,3 +157,13 @@ def test_numpy_fft_on_a_tracer_is_traced_and_errors_name_the_function():
         ft.grad(lambda x: fnp.sum(fnp.fft.fft(x, norm="bad").real))(x)
     with pytest.raises(ValueError, match="Invalid number of FFT data points"):
         ft.grad(lambda x: fnp.sum(fnp.fft.fft(x, 0).real))(x)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import functrace.numpy.fft as fnp_fft
+    import functrace.scipy.signal as fsig
+    for module in (fnp_fft, fsig):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
