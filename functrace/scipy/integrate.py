@@ -179,20 +179,23 @@ def _initial_step(f, t0, y0, f0, rtol, atol):
     Ordinary Differential Equations I*, section II.4), for a method of order 4."""
     scale = atol + fnp.abs(y0) * rtol
     d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
-    h0 = fnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / fnp.maximum(d1, 1e-300))
+    tiny = np.finfo(d0.dtype).tiny
+    h0 = fnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / fnp.maximum(d1, tiny))
     f1 = f(y0 + h0 * f0, t0 + h0)
     d2 = _rms((f1 - f0) / scale) / h0
     big = fnp.maximum(d1, d2)
     h1 = fnp.where(big <= 1e-15, fnp.maximum(1e-6, h0 * 1e-3),
-                   (0.01 / fnp.maximum(big, 1e-300)) ** (1.0 / 5.0))
+                   (0.01 / fnp.maximum(big, tiny)) ** (1.0 / 5.0))
     return fnp.minimum(100.0 * h0, h1)
 
 
 def _next_step(dt, ratio):
     """The step after one whose mean squared error ratio was ``ratio``: grow at most 10x,
     shrink at most 5x after a rejection, never grow after one, safety factor 0.9."""
-    factor = 0.9 * fnp.maximum(ratio, 1e-300) ** (-1.0 / 10.0)
-    factor = fnp.minimum(10.0, fnp.maximum(factor, fnp.where(ratio < 1.0, 1.0, 0.2)))
+    tiny = np.finfo(ratio.dtype).tiny
+    factor = 0.9 * fnp.maximum(ratio, tiny) ** (-1.0 / 10.0)
+    floor = fnp.where(ratio < 1.0, fnp.ones_like(ratio), 0.2)   # keeps ratio's dtype
+    factor = fnp.minimum(10.0, fnp.maximum(factor, floor))
     return fnp.where(ratio == 0.0, 10.0 * dt, dt * factor)
 
 
