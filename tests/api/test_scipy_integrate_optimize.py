@@ -349,3 +349,14 @@ def test_status_codes_and_errors():
         minimize(rosen, np.zeros(2), options={"disp": True})
     with pytest.raises(ft.FunctraceTypeError, match="tuple"):
         minimize(rosen, np.zeros(2), args=1.0)
+
+
+def test_the_examples_of_docs_scipy_md_run():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "scipy.md").read_text()
+    namespace: dict = {}     # the blocks of a page build on each other
+    for section in re.split(r"\n## ", text):
+        if section.startswith(("integrate", "optimize")):
+            for block in re.findall(r"```python\n(.*?)```", section, re.S):
+                exec(compile(block, "docs/scipy.md", "exec"), namespace)
