@@ -23,7 +23,7 @@ from .. import tree_util
 from ..api import custom_vjp, vjp
 from ..control import scan, while_loop
 from ..core import AVal
-from ..errors import ConcretizationError, FunctraceTypeError, ShapeError, where
+from ..errors import ConcretizationError, FunctraceTypeError, FunctraceValueError, ShapeError, where
 from ..tracing import Tracer, eval_graph, trace_to_graph
 
 __all__ = ["odeint"]
@@ -330,7 +330,8 @@ def odeint(func: Callable, y0, t, *args, rtol: float = 1.4e-8, atol: float = 1.4
             traced once (abstract ``y`` and ``t``), so Python control flow on their values is
             an error: use ``fnp.where`` or ``ft.cond``.
         y0: the initial state, an array or a pytree of arrays.
-        t: 1-D array of increasing times; ``t[0]`` is the time of ``y0``.
+        t: 1-D array of non-decreasing times; ``t[0]`` is the time of ``y0``. (A traced
+            ``t`` is not checked: decreasing times give wrong rows, as in JAX.)
         *args: extra arguments of ``func`` (arrays or pytrees of arrays).
         rtol, atol: relative and absolute local error tolerances.
         mxstep: the most steps taken to reach each time of ``t``; rows not reached are NaN
@@ -363,6 +364,9 @@ def odeint(func: Callable, y0, t, *args, rtol: float = 1.4e-8, atol: float = 1.4
     if t.ndim != 1 or t.shape[0] < 1:
         raise ShapeError(f"odeint: t must be a 1-D array of at least one time; got shape "
                          f"{tuple(t.shape)} ({where()})")
+    if not isinstance(t, Tracer) and np.any(np.diff(t) < 0):
+        raise FunctraceValueError(f"odeint: the times t must be non-decreasing; got {t} "
+                                  f"({where()})")
     y_flat = _Flat(y0)
     dtype = _float_dtype([*y_flat.dtypes, t.dtype])
     y_flat = _Flat(y0, dtype)

@@ -152,6 +152,11 @@ def test_errors():
         odeint(decay, 1.0, np.array([0.0, 1.0]), 1.0, rtol=-1.0)
     with pytest.raises(ft.ConcretizationError):
         odeint(lambda y, t: y if t > 0 else -y, 1.0, np.array([0.0, 1.0]))
+    with pytest.raises(ft.FunctraceValueError, match="non-decreasing"):
+        odeint(decay, 1.0, np.array([1.0, 0.0]), 1.0)
+    # forward mode is not defined (as in JAX): a MissingRuleError that says so
+    with pytest.raises(ft.MissingRuleError, match="custom_vjp"):
+        ft.jvp(lambda k: odeint(decay, 1.0, np.array([0.0, 1.0]), k), (1.0,), (1.0,))
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,6 +176,9 @@ def test_decay_gradients_are_exact():
     dt = w * -0.8 * 1.5 * e                    # d y(t_i) / d t_i
     dt[0] = -np.sum(dt[1:])                   # moving t_0 shifts the whole solution
     np.testing.assert_allclose(gt, dt, rtol=1e-7, atol=1e-12)
+    # second order: the backward pass is odeint again, so it is differentiable too
+    d2 = ft.grad(ft.grad(lambda k: odeint(decay, 1.0, t, k, **TIGHT)[-1]))(0.8)
+    np.testing.assert_allclose(d2, 4.0 * np.exp(-1.6), rtol=1e-7)       # t**2 exp(-k t)
 
 
 def test_lotka_volterra_gradients_match_rk4_and_finite_differences():
