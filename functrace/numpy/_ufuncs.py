@@ -226,6 +226,13 @@ for _alias, _of in (("bitwise_invert", "invert"), ("bitwise_left_shift", "left_s
     if hasattr(np, _alias):                         # numpy >= 2 spells them both ways
         _BITS[_alias] = _BITS[_of]
 
+# numpy 2's array-API spellings: the same ufuncs under a second name (np.acos is np.arccos)
+_ALIASES = {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "acosh": "arccosh",
+            "asinh": "arcsinh", "atanh": "arctanh", "atan2": "arctan2"}
+for _alias, _of in _ALIASES.items():
+    if hasattr(np, _alias):
+        (_UNARY if _of in _UNARY else _BINARY)[_alias] = (_UNARY | _BINARY)[_of]
+
 for _n, (_uf, _prim) in {**_UNARY, **_BINARY, **_BITS}.items():
     _make(_n, _uf, _prim)
 
@@ -253,6 +260,9 @@ def power(x1, x2, /, **kwargs):
         if xdt.kind in "fc":   # x2 is a weak Python scalar (NEP 50): x_f32 ** 2 is float32
             return ops.integer_pow(cast(x, np.result_type(xdt, x2)), int(x2))
     return _power_generic(x1, x2, **kwargs)
+
+
+pow = power   # numpy 2's name (np.pow is np.power)
 
 
 def where(condition, x=None, y=None, /):
@@ -454,5 +464,5 @@ def angle(z, deg=False):
     return ops.mul(a, np.asarray(180 / np.pi, a.dtype)) if deg else a
 
 
-__all__ += ["power", "where", "clip", "sinc", "round", "around", "nan_to_num", "isclose", "real",
-            "imag", "angle"]
+__all__ += ["power", "pow", "where", "clip", "sinc", "round", "around", "nan_to_num", "isclose",
+            "real", "imag", "angle"]
