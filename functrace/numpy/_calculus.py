@@ -424,8 +424,8 @@ def polyint(p, m=1, k=None):
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.polyint(np.array([3.0, 2.0]))
-        array([1., 2., 0.])
+        >>> fnp.polyint(np.array([6.0, 2.0]))
+        array([3., 2., 0.])
     """
     if current_trace() is None:
         return np.polyint(p, m, k)

@@ -18,6 +18,7 @@ import operator
 import numpy as np
 
 from .. import ops
+from ..core import on_device
 from ..errors import MissingRuleError
 from ..tracing import Tracer, current_trace
 from ._core import asarray_any, cast, normalize_axis, weak_result_type
@@ -50,6 +51,9 @@ class _Concatenator:
 
     def __getitem__(self, key):
         if current_trace() is None:
+            if any(on_device(k) for k in (key if isinstance(key, tuple) else (key,))):
+                from ._device import call_on_device  # GPU arrays: the traced route
+                return call_on_device(self.__getitem__, (key,), {})
             return self._np[key]
         key = key if isinstance(key, tuple) else (key,)
         raw, items = [], []
@@ -264,7 +268,6 @@ def put_along_axis(arr, indices, values, axis):
         out = np.array(arr, copy=True)
         np.put_along_axis(out, indices, values, axis)
         return out
-    from ._indexing import _wrap_negative
     x = asarray_any(arr)
     idx = asarray_any(indices)
     if idx.dtype.kind not in "iu":
@@ -279,7 +282,9 @@ def put_along_axis(arr, indices, values, axis):
         ax = normalize_axis(axis, x.ndim)
         if idx.ndim != x.ndim:
             raise ValueError("`indices` and `arr` must have the same number of dimensions")
-    idx = _wrap_negative(idx, x.shape[ax], ax)
+    n = np.asarray(x.shape[ax], idx.dtype)
+    idx = ops.select(ops.lt(idx, np.zeros((), idx.dtype)), ops.add(idx, n), idx) \
+        if isinstance(idx, Tracer) else np.where(idx < 0, idx + n, idx)
     arrays = []
     for d in range(x.ndim):
         if d == ax:

@@ -73,7 +73,7 @@ def _make(name, uf, prim):
     # an argument inside the function's domain (nan == nan would be False)
     integer = not any(t[0] in "efdg" for t in uf.types)   # numpy's bit ufuncs: no float loop
     example = ("(6)" if uf.nin == 1 else "(6, 3)") if integer else \
-        "(1.5)" if name == "arccosh" else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
+        "(1.5)" if name in ("arccosh", "acosh") else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
     grad_note = ("Integer and bool operands only, as in numpy (no gradient flows through "
                  "integers)." if integer else
                  "Piecewise constant: its gradient is zero wherever it is defined "
