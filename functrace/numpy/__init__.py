@@ -22,6 +22,7 @@ from ..tracing import user_source as _user_source
 from ..tracing import source_line as _source_line
 from ..tracing import user_error as _user_error
 from . import _core, _creation, _indexing, _joining, _products, _reductions, _shape, _ufuncs  # noqa: F401
+from . import _calculus, _construction, _logic, _searching, _statistics  # noqa: F401
 from ._creation import *  # noqa: F403
 from ._indexing import (  # noqa: F401  (re-exported)
     AtIndexer, argwhere, flatnonzero, nonzero, take, take_along_axis)
@@ -30,6 +31,11 @@ from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
 from ._joining import *  # noqa: F403
 from ._ufuncs import *  # noqa: F403
+from ._logic import *  # noqa: F403
+from ._statistics import *  # noqa: F403
+from ._calculus import *  # noqa: F403
+from ._searching import *  # noqa: F403
+from ._construction import *  # noqa: F403
 from . import fft, linalg
 
 # dtypes and constants, exactly numpy's objects

@@ -99,7 +99,7 @@ def call_on_device(fn, args, kwargs):
     arrays = [leaves[i] for i in idx]
     pos = set(idx)
     try:
-        key = (fn, in_tree,
+        key = (fn, in_tree, tuple(idx),    # where the arrays are: f(x, 0.0) is not f(0.0, x)
                tuple(static_key(x) for i, x in enumerate(leaves) if i not in pos),
                tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays))
         hash(key)
