@@ -265,4 +265,17 @@ REGRESSIONS: dict[str, Regression] = {
         ), outputs=(3,), seed=0, special=0.0,
           values=((1e308, 1e308), (-float("inf"), -1e308))),
     ), "a * 2.0 + b as one FMA: [-inf, 1e308] where numpy gives [nan, inf]"),
+    # control flow (loops in the random programs): vmap of a loop whose trip ignores a
+    # batched carry
+    "vmap_loop_carry_unbatched_by_trip": Regression((
+        P('float64', ((3,),), (
+            S('fori', (0,), (((S('broadcast_to', (0,), ((3,),)),), (2,)), 0, 2)),
+        ), outputs=(1,), seed=1, special=0.0),
+        P('float64', ((3,), (2, 3)), (
+            S('scan', (0, 1), (((S('tanh', (1,), ()),), (2, 0)), False, 2)),
+        ), outputs=(2,), seed=2, special=0.0),
+    ), "control_rules._loop_batch: a batched carry whose new value does not depend on it "
+       "(fori_loop(0, 2, lambda i, c: i + zeros, x), a scan body returning tanh(row)) came "
+       "back unbatched: ShapeError 'carry f64[B,3] comes back as f64[3]'. Batched carries "
+       "stay batched now.", libm=True),
 }
