@@ -86,13 +86,40 @@ class Prog:
         n = len(self.inputs)
         names = [f"x{i}" for i in range(n)]
         lines = [f"def f({', '.join(names)}):"]
-        for k, s in enumerate(self.steps):
-            names.append(f"v{n + k}")
-            args = ", ".join(names[a] for a in s.args)
-            lines.append(f"    {names[-1]} = {s.op}({args}{', ' if s.params else ''}"
-                         f"{', '.join(repr(p) for p in s.params)})")
+        _source_steps(self.steps, names, "v", "    ", lines)
         lines.append(f"    return {', '.join(names[o] for o in self.outputs)}")
         return "\n".join(lines)
+
+
+#: the inputs of a control-flow step's bodies (see "control flow" below), by name
+_BODY_INPUTS = {"scan": ("carry", "row"), "fori": ("i", "carry"), "while": ("x",)}
+
+
+def _source_steps(steps, names, prefix, indent, lines):
+    """Append the lines of ``steps`` (their values named ``prefix<k>``) to ``lines``; a
+    control-flow step's bodies follow it, indented."""
+    for s in steps:
+        args = ", ".join(names[a] for a in s.args)
+        if s.op in _BODY_INPUTS or s.op == "cond":
+            bodies = s.params[0] if s.op == "cond" else (s.params[0],)
+            rest = s.params[1:]
+            lines.append(f"{indent}{prefix}{len(names)} = {s.op}({args}, "
+                         f"{', '.join(repr(p) for p in rest)}) with")
+            fixed = _BODY_INPUTS.get(s.op, ())
+            outer = [names[a] for a in s.args[1 if s.op != "scan" else 2:]]
+            if s.op == "cond":
+                fixed, outer = (), outer
+            for b, (bsteps, bouts) in enumerate(bodies):
+                bnames = list(fixed) + outer
+                lines.append(f"{indent}  {'branch ' + str(b) if s.op == 'cond' else 'body'}"
+                             f"({', '.join(bnames)}):")
+                p = f"{prefix}{len(names)}_{b}_" if s.op == "cond" else f"{prefix}{len(names)}_"
+                _source_steps(bsteps, bnames, p, indent + "    ", lines)
+                lines.append(f"{indent}    return {', '.join(bnames[o] for o in bouts)}")
+        else:
+            lines.append(f"{indent}{prefix}{len(names)} = {s.op}({args}"
+                         f"{', ' if s.params else ''}{', '.join(repr(p) for p in s.params)})")
+        names.append(f"{prefix}{len(names)}")
 
 
 S, P = Step, Prog       # short names for the literals printed by repr (fuzz_regressions.py)
