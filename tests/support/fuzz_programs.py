@@ -818,7 +818,7 @@ NESTED_KINDS = ["cond", "fori"]
 CONTROL_ONE_IN = 6
 
 
-def _draw_body(draw, in_shapes, dt, rng, depth, min_steps=1, max_steps=4):
+def _draw_body(draw, in_shapes, dt, rng, depth, min_steps=1, max_steps=3):
     """Steps over values of ``in_shapes`` (a body's inputs): (steps, shapes of all values)."""
     shapes, steps = list(in_shapes), []
     kinds = BODY_KINDS + (NESTED_KINDS if depth == 0 else [])
@@ -1001,12 +1001,15 @@ def generate(draw, dtypes=("float64", "float32"), min_steps=5, max_steps=20,
     rng = np.random.default_rng(seed + 1)      # constants and gather indices
     shapes = list(inputs)
     steps = []
-    n_steps = draw.int(min_steps, max_steps)
     # about one program in CONTROL_ONE_IN has one or two control-flow steps, at random places
-    # (their values are outputs)
+    # (their values are outputs), and half the steps: its bodies, their gradients and
+    # branches compile as kernels of their own, which costs compile time like 3-5 steps each
     control = set()
     if control_flow and draw.int(1, CONTROL_ONE_IN) == 1:
+        n_steps = draw.int(max(1, min_steps // 2), max(1, max_steps // 2))
         control = {draw.int(0, n_steps - 1) for _ in range(draw.int(1, 2))}
+    else:
+        n_steps = draw.int(min_steps, max_steps)
     controlled = set()
     tries = 0
     while len(steps) < n_steps and tries < 4 * max_steps:
