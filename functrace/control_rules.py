@@ -385,6 +385,8 @@ def _loop_batch(args, dims, *, body, length, n_consts, n_carry, xs):
         specs.append((start + (0,), step + (0,), span + (size,), strides + (1,)))
         new_args.append(a)
         in_dims.append(len(span))
+    # a batched carry stays batched even where a trip's new value does not depend on it
+    outb = [batched[nc + k] for k in range(nh)] + list(outb[nh:])
     out_dims = [0 if outb[k] else None for k in range(len(body.outputs))]
     bbody = batch_graph(body, in_dims, size, out_dims)
     res = bind(loop_p, *new_args, body=bbody, length=length, n_consts=nc, n_carry=nh,
