@@ -60,8 +60,10 @@ def _aval(x) -> AVal:
 
 def _reaching(g: Graph) -> set[int]:
     """The inputs of ``g`` whose value reaches a float output through differentiable ops.
-    The others get no cotangent at all (not a zero one): a zero times an infinite
-    derivative upstream would be NaN where the same Python loop gives a gradient."""
+    The rules give the constants (and the operands of a branch) outside it no cotangent at
+    all, not a zero one: a zero times an infinite derivative upstream would be NaN where the
+    same Python loop gives a gradient. (Carries keep a cotangent in every trip, zero where
+    it does not matter, as JAX's loops do.)"""
     outs = {o for o in g.outputs if isinstance(o, Var) and _float(o.aval)}
     return {i for i, v in enumerate(g.inputs) if _float(v.aval) and
             not outs.isdisjoint(active_vars(g, [i]))}
@@ -317,7 +319,7 @@ def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
     res = [None] * len(ins)
     n_cc = len(plan.ct_carry)
     for k, c in zip(plan.ct_carry, bouts[:n_cc]):
-        if nc + k in plan.wrt_carry and cotangent_wanted(nc + k) and nc + k in reach:
+        if nc + k in plan.wrt_carry and cotangent_wanted(nc + k):
             res[nc + k] = c
     for i, c in zip(plan.wrt_const, bouts[n_cc:plan.n_bh]):
         res[i] = c
@@ -487,8 +489,8 @@ def _while_vjp(cts, ins, outs, *, cond, body, n_cond_consts, n_body_consts):
     ncc, nbc = n_cond_consts, n_body_consts
     nh = len(body.outputs)
     args = list(ins[ncc:])             # body consts, then initial carries
-    reach = _reaching(body)
-    wrt = [i for i, v in enumerate(body.inputs) if _float(v.aval) and i in reach]
+    reach = _reaching(body)      # constants only: a carry's cotangent is dense, as in loops
+    wrt = [i for i, v in enumerate(body.inputs) if _float(v.aval) and (i >= nbc or i in reach)]
     seeds = tuple("input" if cts[k] is not None and _float(body.outputs[k].aval) else None
                   for k in range(nh))
     if not wrt or all(s is None for s in seeds):

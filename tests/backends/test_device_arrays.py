@@ -75,9 +75,12 @@ CUPY_OPERATOR_ROWS = {"op:rmatmul_array", "op:ndarray_lhs", "method:take", "zero
                       "zeros:dtype", "ones:shape", "ones:int", "full:value", "eye:square",
                       "eye:rect_k", "identity:plain", "tri:plain", "arange:int",
                       "arange:float_step", "linspace:static", "logspace:static",
-                      "geomspace:static", "indices:plain"}
+                      "geomspace:static", "indices:plain", "fft.fftfreq:static"}
+# functrace.scipy's eager calls are scipy's own, on the host: device arrays for them need
+# cupyx.scipy, which is not wired in yet (a known gap of the scientific-surface issue)
 ROWS = [(c, dt) for c, dt in backend_rows(False)
-        if dt == c.dtypes[0] and c.name not in CUPY_OPERATOR_ROWS]
+        if dt == c.dtypes[0] and c.name not in CUPY_OPERATOR_ROWS
+        and not c.covers.startswith("scipy.")]
 
 
 def test_every_table_row_computes_on_the_device_like_numpy(cp):

@@ -311,12 +311,32 @@ def _decide(xp, value):
     return v
 
 
+def _reaching(fns, operands):
+    """The operands that reach a branch's result through differentiable ops in some branch:
+    those ``ft.cond``'s reverse pass gives a (dense, zero where untaken) cotangent."""
+    from functrace.autodiff import active_vars
+    from functrace.tracing import trace_to_graph
+    avals = [ft.AVal(np.shape(o), np.dtype(o.dtype)) for o in operands]
+    keep = set()
+    token = _DECISIONS.set(None)     # traced as functrace constructs: no replayed decisions
+    try:
+        graphs = [trace_to_graph(lambda *xs, fn=fn: [fn(*xs)], avals).graph for fn in fns]
+    finally:
+        _DECISIONS.reset(token)
+    for g in graphs:
+        outs = {o for o in g.outputs if hasattr(o, "aval") and not hasattr(o, "val")}
+        keep |= {i for i in range(len(operands)) if not outs.isdisjoint(active_vars(g, [i]))}
+    return [o for i, o in enumerate(operands) if i in keep]
+
+
 def _tie(xp, outs, ins):
     """Unrolled functrace: ``outs`` made to depend on ``ins`` with a zero derivative
     (``where(off, sum(ins), out)``, ``off`` a False input), so that ``ins`` receive zero
-    cotangents, not none. A construct's reverse pass gives every float input of a trip or a
-    branch a cotangent (zeros where it does not matter), and a zero times an infinite
-    derivative downstream is NaN: the unrolled program does the same. Values unchanged."""
+    cotangents, not none. A loop's reverse pass gives every float carry a cotangent in every
+    trip (zeros where it does not matter), and ``cond``'s gives one to every operand that
+    some branch differentiates; a zero times an infinite derivative downstream is NaN: the
+    unrolled program does the same. (Inputs that reach no result through differentiable ops
+    get none from either.) Values unchanged."""
     rec = _DECISIONS.get()
     ins = [a for a in ins if np.dtype(a.dtype).kind == "f"]
     if xp is np or rec is None or not ins:
@@ -327,7 +347,7 @@ def _tie(xp, outs, ins):
 
 def _scan(xp, dt, init, xs, *outer, body, reverse, which):
     def step(c, row):
-        c, y = _tie(xp, _body(xp, dt, body, [c, row, *outer]), [c, row, *outer])
+        c, y = _tie(xp, _body(xp, dt, body, [c, row, *outer]), [c])
         return c, y
     if _python(xp):
         n = xs.shape[0]
@@ -346,8 +366,7 @@ def _scan(xp, dt, init, xs, *outer, body, reverse, which):
 
 def _fori(xp, dt, init, *outer, body, lower, upper):
     def step(i, c):
-        return _tie(xp, _body(xp, dt, body, [xp.asarray(i, dtype=dt), c, *outer]),
-                    [c, *outer])[0]
+        return _tie(xp, _body(xp, dt, body, [xp.asarray(i, dtype=dt), c, *outer]), [c])[0]
     if _python(xp):
         c = init
         for i in range(lower, upper):
@@ -366,7 +385,7 @@ def _test(xp, x, test, thr):
 
 def _while(xp, dt, init, *outer, body, limit, test, thr, which):
     def step(x):
-        return _tie(xp, _body(xp, dt, body, [x, *outer]), [x, *outer])[0]
+        return _tie(xp, _body(xp, dt, body, [x, *outer]), [x])[0]
     if _python(xp):
         x, i = init, 0
         if xp is np:
@@ -379,7 +398,7 @@ def _while(xp, dt, init, *outer, body, limit, test, thr, which):
         else:
             for _ in range(_decide(xp, None)):
                 x, i = step(x), i + 1
-            x = _tie(xp, [x], [init, *outer])[0]     # outer values get zeros, even with no trip
+            x = _tie(xp, [x], [init])[0]
     else:
         i, x = ft.while_loop(lambda c: xp.logical_and(c[0] < limit, _test(xp, c[1], test, thr)),
                              lambda c: (c[0] + 1, step(c[1])), (np.int64(0), init))
@@ -391,7 +410,8 @@ def _cond(xp, dt, p, *operands, branches, thresholds):
     s = xp.sum(p)
     if _python(xp):
         k = _decide(xp, lambda: sum(bool(s > t) for t in thresholds))
-        return _tie(xp, [fns[k](*operands)], operands)[0]
+        tied = operands if xp is np or _DECISIONS.get() is None else _reaching(fns, operands)
+        return _tie(xp, [fns[k](*operands)], tied)[0]
     if len(branches) == 2:
         return ft.cond(s > thresholds[0], fns[1], fns[0], *operands)
     idx = sum(xp.asarray(s > t, dtype=np.int32) for t in thresholds)
