@@ -80,7 +80,8 @@ def vecmath_hash() -> str:
     global _vm_hash
     if _vm_hash is None:
         h = hashlib.sha256()
-        for name in ("vecmath.py", "vecmath_f32.py", "vecmath_llvm.py", "scalar.py"):
+        for name in ("vecmath.py", "vecmath_f32.py", "vecmath_llvm.py", "scalar.py",
+                     "vecmath_special.py", "vecmath_special_tables.py"):
             path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
             with open(path, "rb") as f:
                 h.update(f.read())
