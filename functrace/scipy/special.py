@@ -276,7 +276,7 @@ def polygamma(n, x):
     vals = np.unique(np.asarray(n))
     if vals.size != 1 or vals[0] != np.floor(vals[0]) or vals[0] < 0:
         raise ValueError(f"polygamma: n must be one non-negative integer, got {n!r}")
-    (x,) = _floats(x, np.float64)           # scipy computes polygamma in float64
+    x = fnp.asarray(x, dtype=np.float64)    # scipy computes polygamma in float64
     y = ops.polygamma(x, n=int(vals[0]))
     shape = np.broadcast_shapes(np.shape(n), np.shape(x))
     return y if shape == np.shape(y) else fnp.broadcast_to(y, shape)
@@ -292,7 +292,7 @@ def multigammaln(a, d):
         1.550195
     """
     d = int(d)
-    (a,) = _floats(a)
+    a = fnp.asarray(a, dtype=np.float64)    # scipy computes multigammaln in float64
     total = _c(d * (d - 1) / 4.0 * math.log(math.pi), a)
     for j in range(d):
         total = total + ops.gammaln(a - _c(j / 2.0, a))

@@ -478,8 +478,8 @@ class _Dirichlet:
         return "<functrace.scipy.stats.dirichlet>"
 
     def logpdf(self, x, alpha):
-        x, alpha = sp._floats(x, alpha) if np.shape(x) == np.shape(alpha) else (
-            fnp.asarray(x, dtype=sp._dtype(x, alpha)), fnp.asarray(alpha, dtype=sp._dtype(x, alpha)))
+        dt = sp._dtype(x, alpha)
+        x, alpha = fnp.asarray(x, dtype=dt), fnp.asarray(alpha, dtype=dt)
         a = fnp.reshape(alpha, (-1,) + (1,) * (x.ndim - 1))
         lnb = fnp.sum(sp.gammaln(alpha)) - sp.gammaln(fnp.sum(alpha))
         return fnp.sum(sp.xlogy(a - 1, x), axis=0) - lnb

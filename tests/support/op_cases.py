@@ -1000,6 +1000,11 @@ B("method:real_imag_conj", lambda m, x: x.real + x.imag + x.conj() + x.conjugate
 B("method:round", lambda m, x: x.round() + x.round(1), ((3,),), domain=(off_integers(),),
   order=0, dtypes=F64)
 
+# ---- functrace.scipy (special and stats): the rows live in scipy_cases.py -------------------
+from scipy_cases import add_rows as _add_scipy_rows  # noqa: E402
+
+_add_scipy_rows(case)
+
 COVERED_PROTOCOLS = ("op", "getitem", "at", "method")
 
 
