@@ -4,7 +4,7 @@ scaled Bessel functions, incomplete gamma and beta (the ops behind ``functrace.s
 Owns one declaration per special function that no composition of other ops computes well.
 The numpy impl is scipy.special (the ``scipy`` extra; without it, running an impl is a
 ``BackendError`` naming the extra) or cupyx.scipy.special for device arrays; the CPU kernels
-are our own (``backends.cpu.vecmath_special``, ``vm.v<name>`` in a kernel module); each
+are our own (``backends.cpu.vecmath_special``, ``vs.v<name>`` in a kernel module); each
 derivative is written with op-level functions (d gammaln = digamma, d digamma =
 polygamma(1, .), ...), so every order differentiates. A partial nobody has written (zeta in
 ``s``, the incomplete functions in their shape parameters) is a ``MissingRuleError`` when a
@@ -80,10 +80,11 @@ def _impl(name: str):
 
 
 def _vm(name: str):
-    """CPU code: ``vm.v<name>(...)`` (our kernels; float32 computed in float64)."""
+    """CPU code: ``vs.v<name>(...)`` (backends.cpu.vecmath_special; float32 computed in
+    float64)."""
     def f(args, params, in_dts, out_dt):
         lead = [str(int(params[k])) for k in sorted(params)]
-        return f"vm.v{name}({', '.join(lead + list(args))})"
+        return f"vs.v{name}({', '.join(lead + list(args))})"
     return sc.cpu(f, kinds="f", alone=True)
 
 

@@ -97,6 +97,7 @@ def kernel_module_source(spec, parallel: bool = False) -> tuple[str, str]:
             f"vecmath {vecmath_hash()}\n")
     text = head + ("import numpy as np\nimport numba\n"
                    "from functrace.backends.cpu import vecmath as vm\n"
+                   "from functrace.backends.cpu import vecmath_special as vs\n"
                    "from functrace.backends.cpu import scalar as cs\n\n\n") + body
     key = spec_key(text)
     return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)

@@ -728,24 +728,3 @@ VECMATH_F32 = {
     "logistic": vsigmoid_f32,
     "expit": vsigmoid_f32,
 }
-
-# the special functions (``functrace.ops.special``'s kernels) live in their own module, which
-# builds on the functions above: imported last, re-exported as ``vm.verfc`` & co.
-from .vecmath_special import (  # noqa: E402
-    VECMATH_SPECIAL,
-    vdigamma,
-    verfc,
-    verfcinv,
-    verfcx,
-    verfinv,
-    vgammaln,
-    vi0e,
-    vi1e,
-    vndtri,
-    vpolygamma,
-    vzeta,
-)
-
-VECMATH.update(VECMATH_SPECIAL)
-__all__ += ["vdigamma", "verfc", "verfcinv", "verfcx", "verfinv", "vgammaln", "vi0e", "vi1e",
-            "vndtri", "vpolygamma", "vzeta"]
