@@ -21,8 +21,17 @@ mp = pytest.importorskip("mpmath")
 S = pytest.importorskip("scipy.special")
 
 def _jit(f):
-    """``ft.jit`` that compiles on the first call (the kernels, not the reference)."""
-    return ft.jit(f, eager=True)
+    """``ft.jit`` that compiles on the first call (the kernels, not the reference), and
+    fails where a kernel would not compile (the executor would fall back to scipy)."""
+    jf = ft.jit(f, eager=True)
+
+    def run(*args):
+        out = jf(*args)
+        ex = next(iter(jf._cache.values())).run
+        ex.lower()
+        assert not ex.compile_failures, ex.compile_failures
+        return out
+    return run
 
 
 _DISTS_CONT = ("norm", "logistic", "laplace", "expon", "cauchy", "uniform", "lognorm", "t",

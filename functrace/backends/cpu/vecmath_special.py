@@ -288,7 +288,7 @@ def _zpow(b, s, s_int):
     if b < 0.0:
         if not s_int:
             return _NAN
-        if math.fmod(s, 2.0) != 0.0:
+        if s - 2.0 * math.floor(0.5 * s) != 0.0:    # odd s (numba has no math.fmod)
             t = -t
     return t
 
