@@ -10,8 +10,8 @@ template is a format string over the operands ``{0}, {1}, ...`` and the params, 
 ``(args, params, in_dtypes, out_dtype) -> str``. Text only: never imports numba, a backend,
 or anything of functrace but ``core``.
 
-The names a template may use in a kernel module: ``np``, ``math``, ``numba`` (CPU), ``vm``
-and ``cs`` (CPU), ``libdevice`` (CUDA).
+The names a template may use in a kernel module: ``np``, ``math``, ``numba`` (CPU), ``vm``,
+``vs`` (``vecmath_special``) and ``cs`` (CPU), ``libdevice`` (CUDA).
 """
 
 from __future__ import annotations

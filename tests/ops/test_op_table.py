@@ -88,6 +88,7 @@ def test_table_covers_every_public_fnp_function():
     functions |= {n for n in public if type(getattr(fnp, n)).__name__ == "_Concatenator"}
     covered = {c.covers for c in CASES}
     assert not functions - covered, f"fnp functions with no OpCase row: {functions - covered}"
+    covered = {n for n in covered if not n.startswith("scipy.")}   # tests/ops/test_scipy.py
     unknown = covered - functions - set(COVERED_PROTOCOLS)
     assert not unknown, f"rows naming no fnp function: {unknown}"
 

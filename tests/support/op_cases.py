@@ -1342,6 +1342,10 @@ case("atan2:bcast", fnp.atan2, ((2, 3), (3,)), domain=((-2, 2), away(0.3, 2)), d
 B("pow:int_and_array", lambda m, x, y: m.pow(x, 2) + m.pow(x, y), ((2, 3), (3,)),
   domain=((0.5, 2), (-2, 2)))
 
+# ---- functrace.scipy (special and stats): the rows live in scipy_cases.py -------------------
+from scipy_cases import add_rows as _add_scipy_rows  # noqa: E402
+
+_add_scipy_rows(case)
 
 COVERED_PROTOCOLS = ("op", "getitem", "at", "method")
 
@@ -1399,6 +1403,10 @@ def backend_rows(grad: bool, skip=lambda c: False) -> list[tuple[OpCase, Any]]:
     float16 never reach a kernel (numpy runs them). ``skip(row)`` drops more rows."""
     rows = []
     for c in CASES:
+        # scipy.stats rows are compositions of the scipy.special rows' ops: their large fused
+        # kernels cost minutes of numba compile for no new kernel code
+        if c.name.startswith("scipy.stats."):
+            continue
         if skip(c) or any(k in ("traced", "eager") for k, _ in c.xfail):
             continue
         if grad and (c.order is None or any(k == "grad" for k, _ in c.xfail)):
