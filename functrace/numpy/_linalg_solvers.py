@@ -28,7 +28,8 @@ from ._linalg_common import (
     SVDResult,
     assert_stacked_2d,
     assert_stacked_square,
-    hermitian_from,
+    check_gradient,
+    hermitian_input,
     prep,
     traced,
     uplo,
@@ -136,32 +137,47 @@ def slogdet(a):
 # --------------------------------------------------------------------------------------------
 
 
-def cholesky(a, /, *, upper=False):
+def cholesky(a, /, *, upper=False, gradient="symmetric"):
     """numpy.linalg.cholesky: ``L`` with ``a = L @ L^H`` (``U`` with ``a = U^H @ U`` if
     ``upper``).
 
-    Like numpy only one triangle of ``a`` is read (the lower one, the upper one if ``upper``);
-    the gradient is zero on the other triangle.
+    Like numpy only one triangle of ``a`` is read (the lower one, the upper one if ``upper``),
+    so values are numpy's for any input. ``gradient`` (an extension) picks the derivative
+    (docs/numerics.md): ``"symmetric"`` (the default, as JAX and autograd) is the gradient
+    within Hermitian matrices, itself Hermitian; ``"triangle"`` is the exact gradient of
+    numpy's function, zero on the triangle that is not read.
 
     Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 2.0]]))
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> a = np.array([[4.0, 2.0], [2.0, 2.0]])
+        >>> fnp.linalg.cholesky(a)
         array([[2., 0.],
                [1., 1.]])
+        >>> ft.grad(lambda a: fnp.linalg.cholesky(a)[1, 0])(a)
+        array([[-0.125,  0.25 ],
+               [ 0.25 ,  0.   ]])
+        >>> ft.grad(lambda a: fnp.linalg.cholesky(a, gradient="triangle")[1, 0])(a)
+        array([[-0.125,  0.   ],
+               [ 0.5  ,  0.   ]])
     """
     if not traced():
+        check_gradient(gradient)
         return np.linalg.cholesky(a, upper=upper) if upper else np.linalg.cholesky(a)
     (a,) = prep(a)
     assert_stacked_square(a)
-    L = ops.cholesky(hermitian_from(a, not upper))
+    L = ops.cholesky(hermitian_input(a, not upper, gradient))
     return _lops.matrix_adjoint(L) if upper else L
 
 
-def eigh(a, UPLO="L", *, symmetrize_input=False):
+def eigh(a, UPLO="L", *, symmetrize_input=False, gradient="symmetric"):
     """numpy.linalg.eigh: ``EighResult(eigenvalues, eigenvectors)``, eigenvalues ascending.
 
-    Like numpy only the ``UPLO`` triangle is read. ``symmetrize_input=True`` (an extension,
-    JAX's default) decomposes ``(a + a^H)/2`` instead, eagerly too. A function of the
+    Like numpy only the ``UPLO`` triangle is read, so values are numpy's for any input.
+    ``gradient`` (an extension) picks the derivative (docs/numerics.md): ``"symmetric"`` (the
+    default, as JAX) is the gradient within Hermitian matrices, itself Hermitian;
+    ``"triangle"`` is the exact gradient of numpy's function (autograd's), zero on the triangle
+    that is not read. ``symmetrize_input=True`` (an extension, JAX's default) decomposes
+    ``(a + a^H)/2`` instead, eagerly too (its gradient is symmetric either way). A function of the
     eigenvalues alone has a finite gradient even for repeated eigenvalues; eigenvector
     gradients are meaningful for functions that do not depend on each eigenvector's sign
     (phase).
@@ -174,8 +190,16 @@ def eigh(a, UPLO="L", *, symmetrize_input=False):
         >>> ft.grad(lambda a: fnp.sum(fnp.linalg.eigh(a)[0] ** 2))(np.eye(2))  # repeated values
         array([[2., 0.],
                [0., 2.]])
+        >>> a = np.array([[2.0, 1.0], [1.0, 2.0]])
+        >>> ft.grad(lambda a: fnp.linalg.eigh(a)[0][1])(a)
+        array([[0.5, 0.5],
+               [0.5, 0.5]])
+        >>> ft.grad(lambda a: fnp.linalg.eigh(a, gradient="triangle")[0][1])(a)
+        array([[0.5, 0. ],
+               [1. , 0.5]])
     """
     if not traced():
+        check_gradient(gradient)
         if symmetrize_input:
             a = np.asarray(a)
             a = (a + np.conj(np.swapaxes(a, -1, -2))) / 2
@@ -183,13 +207,16 @@ def eigh(a, UPLO="L", *, symmetrize_input=False):
     lower = uplo(UPLO)
     (a,) = prep(a)
     assert_stacked_square(a)
-    h = a if symmetrize_input else hermitian_from(a, lower)
+    h = a if symmetrize_input else hermitian_input(a, lower, gradient)
     w, v = ops.eigh(h, lower)
     return EighResult(w, v)
 
 
-def eigvalsh(a, UPLO="L"):
+def eigvalsh(a, UPLO="L", *, gradient="symmetric"):
     """numpy.linalg.eigvalsh: eigenvalues (ascending) of a Hermitian matrix (``UPLO`` triangle).
+
+    ``gradient`` is ``eigh``'s: Hermitian by default, ``"triangle"`` for the exact gradient of
+    numpy's function. A function of the eigenvalues has a finite gradient even when they repeat.
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -197,13 +224,15 @@ def eigvalsh(a, UPLO="L"):
         array([1., 3.])
     """
     if not traced():
+        check_gradient(gradient)
         return np.linalg.eigvalsh(a, UPLO)
-    return eigh(a, UPLO)[0]
+    return eigh(a, UPLO, gradient=gradient)[0]
 
 
 def _svd_hermitian(a, compute_uv):
-    # numpy's hermitian path: eigh, |w| sorted descending, signs moved into Vh
-    w, u = ops.eigh(hermitian_from(a, True))
+    # numpy's hermitian path: eigh, |w| sorted descending, signs moved into Vh; the gradient
+    # is the symmetric one, as eigh's default
+    w, u = ops.eigh(hermitian_input(a, True))
     s = ops.abs(w)
     last = a.ndim - 2
     if not compute_uv:
