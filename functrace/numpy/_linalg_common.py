@@ -18,7 +18,8 @@ from ..ops import linalg as _lops
 from ..tracing import current_trace
 from ._core import asarray_any, cast
 
-__all__ = ["EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "NO_VALUE",
+__all__ = ["EigResult", "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult",
+           "NO_VALUE",
            "traced", "common_dtype", "prep", "assert_stacked_2d", "assert_stacked_square",
            "hermitian_from", "hermitian_input", "GRADIENTS", "check_gradient", "uplo",
            "keepdims_reshape"]
@@ -36,6 +37,7 @@ def _result_type(name, fields):
 
 SlogdetResult = _result_type("SlogdetResult", ["sign", "logabsdet"])
 EighResult = _result_type("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = _result_type("EigResult", ["eigenvalues", "eigenvectors"])
 SVDResult = _result_type("SVDResult", ["U", "S", "Vh"])
 QRResult = _result_type("QRResult", ["Q", "R"])
 

@@ -1,7 +1,7 @@
 """``functrace.numpy.linalg``'s solvers and decompositions: ``solve``, ``inv``, ``det``,
 ``slogdet``, ``cholesky``, ``eigh``/``eigvalsh``, ``svd``/``svdvals``, ``qr``, and what is built
 on them (``pinv``, ``matrix_power``, ``multi_dot``, ``matrix_rank``, ``cond``, ``tensorinv``,
-``tensorsolve``); ``eig``, ``eigvals`` and ``lstsq`` run eagerly only.
+``tensorsolve``, ``lstsq``), and ``eig``/``eigvals`` (the ``eig`` op of ``ops.matfuncs``).
 
 Each records the primitives of ``functrace.ops.linalg`` and ``ops.decomp``, whose rules make it
 differentiable to any order. Imports ``ops``, ``numpy._core``, ``_linalg_common`` and
@@ -22,6 +22,7 @@ from ._core import asarray_any, cast
 from ._linalg_common import (
     NO_VALUE,
     EighResult,
+    EigResult,
     LinAlgError,
     QRResult,
     SlogdetResult,
@@ -587,19 +588,105 @@ def tensorsolve(a, b, axes=None):
     return ops.reshape(res, old)
 
 
-def _eager_only(name, npfn, hint):
-    def f(*args, **kwargs):
-        if not traced():
-            return npfn(*args, **kwargs)
-        raise NotImplementedError(f"fnp.linalg.{name} is not traceable: {hint}")
-    f.__name__ = name
-    f.__doc__ = (f"numpy.linalg.{name} (eager only: {hint}).\n\n"
-                 f"Example:\n    >>> import functrace.numpy as fnp, numpy as np\n"
-                 f"    >>> fnp.linalg.{name} is not None\n    True\n")
-    return f
+def eig(a):
+    """numpy.linalg.eig: ``EigResult(eigenvalues, eigenvectors)`` of a general square matrix,
+    eigenvectors as unit-norm columns.
+
+    Traced, both are always complex (numpy returns real arrays when every eigenvalue is real:
+    a dtype that depends on values; JAX always returns complex too). Differentiable: the
+    eigenvalues wherever they are distinct; the eigenvectors for functions that do not depend
+    on each eigenvector's phase (sign), as in JAX, since LAPACK's phase choice has no
+    derivative the rule can follow. Terms ``1/(w_j - w_i)`` of equal eigenvalues are masked,
+    as eigh's (docs/numerics.md).
+
+    Example:
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> a = np.array([[2.0, 1.0], [0.0, 3.0]])
+        >>> fnp.linalg.eig(a).eigenvalues
+        array([2., 3.])
+        >>> ft.grad(lambda a: fnp.real(fnp.linalg.eig(a)[0][1]))(a)   # u v^T / (u . v)
+        array([[0., 0.],
+               [1., 1.]])
+    """
+    if not traced():
+        return np.linalg.eig(a)
+    (a,) = prep(a)
+    assert_stacked_square(a)
+    w, v = ops.eig(a, True)
+    return EigResult(w, v)
 
 
-eig = _eager_only("eig", np.linalg.eig, "non-Hermitian eigenvectors are not supported; use "
-                  "eigh for Hermitian matrices")
-eigvals = _eager_only("eigvals", np.linalg.eigvals, "use eigvalsh for Hermitian matrices")
-lstsq = _eager_only("lstsq", np.linalg.lstsq, "use pinv(a) @ b or solve(a.T @ a, a.T @ b)")
+def eigvals(a):
+    """numpy.linalg.eigvals: the eigenvalues of a general square matrix (LAPACK's order).
+
+    Traced, always complex (see ``eig``); differentiable where they are distinct.
+
+    Example:
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> fnp.linalg.eigvals(np.array([[0.0, -1.0], [1.0, 0.0]]))
+        array([0.+1.j, 0.-1.j])
+        >>> ft.grad(lambda a: fnp.sum(fnp.real(fnp.linalg.eigvals(a) ** 2)))(np.eye(2) * 2)
+        array([[4., 0.],
+               [0., 4.]])
+    """
+    if not traced():
+        return np.linalg.eigvals(a)
+    (a,) = prep(a)
+    assert_stacked_square(a)
+    return ops.eig(a, False)[0]
+
+
+def lstsq(a, b, rcond=None):
+    """numpy.linalg.lstsq: ``(x, residuals, rank, s)``, the least-squares solution through the
+    SVD (singular values below ``rcond * s.max()`` are dropped; ``rcond=None`` is
+    ``eps * max(M, N)``, numpy's default).
+
+    Traced, ``residuals`` has numpy's full-rank shape, ``(K,)`` (``(1,)`` for a 1-d ``b``) when
+    M > N and ``(0,)`` otherwise: numpy returns an empty array for a rank-deficient tall
+    matrix, a shape that depends on values, and the traced function returns the residuals
+    computed anyway. ``x``, ``residuals`` and ``s`` are differentiable where the rank does not
+    change and the singular values are distinct; ``rank`` is an integer.
+
+    Example:
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> x, res, rank, s = fnp.linalg.lstsq(a, np.array([1.0, 1.0, 3.0]))
+        >>> x.round(6), res.round(6), int(rank)
+        (array([1.333333, 1.333333]), array([0.333333]), 2)
+    """
+    if not traced():
+        return np.linalg.lstsq(a, b, rcond)
+    a, b = prep(a, b)
+    if a.ndim != 2:
+        raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
+    m, n = a.shape
+    vec = b.ndim == 1
+    if vec:
+        b = ops.reshape(b, (b.shape[0], 1))
+    if b.ndim != 2 or b.shape[0] != m:
+        raise LinAlgError("Incompatible dimensions")
+    if rcond is None:
+        rcond = np.finfo(a.dtype).eps * builtins.max(m, n)
+    rdt = np.empty(0, a.dtype).real.dtype
+    if builtins.min(m, n) == 0:
+        raise NotImplementedError("traced lstsq of an empty matrix")
+    u, s, vh = ops.svd(a, True)
+    cutoff = ops.mul(np.asarray(rcond, rdt), ops.reduce_max(s, (0,)))
+    large = ops.gt(s, cutoff)
+    one = np.ones((), rdt)
+    sinv = ops.select(large, ops.div(one, ops.select(large, s, one)), np.zeros((), rdt))
+    rank = cast(ops.reduce_sum(cast(large, np.int32), (0,)), np.int32)
+    uhb = _lops.mm(_lops.matrix_adjoint(u), b)                                  # (r, K)
+    y = ops.mul(uhb, _lops.along_rows(cast(sinv, a.dtype), uhb.shape))
+    x = _lops.mm(_lops.matrix_adjoint(vh), y)                                   # (N, K)
+    if m > n:
+        r = ops.sub(b, _lops.mm(a, x))
+        resid = ops.reduce_sum(ops.real(ops.mul(ops.conj(r), r)) if a.dtype.kind == "c"
+                               else ops.mul(r, r), (0,))
+    else:
+        resid = ops.broadcast_in_dim(np.zeros((), rdt), (0,), ())
+    if vec:
+        x = ops.reshape(x, (n,))
+        if m > n:
+            resid = ops.reshape(resid, (1,))
+    return x, resid, rank, s

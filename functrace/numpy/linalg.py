@@ -28,7 +28,7 @@ their public face and each says it belongs here (``__module__``), as numpy.linal
 """
 
 
-from ._linalg_common import EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult
+from ._linalg_common import EighResult, EigResult, LinAlgError, QRResult, SlogdetResult, SVDResult
 from ._linalg_norms import (
     cross,
     diagonal,
@@ -65,8 +65,9 @@ from ._linalg_solvers import (
     tensorsolve,
 )
 
-__all__ = ["EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky",
-           "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+__all__ = ["EigResult", "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult",
+           "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh",
+           "inv",
            "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose",
            "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
            "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm"]

@@ -11,7 +11,18 @@ re-exported here, so nothing outside ``ops/`` imports it.
 """
 
 from ..core import registry
-from . import batch_rules, control, decomp, dot, elementwise, indexing, linalg, reduce, shape
+from . import (
+    batch_rules,
+    control,
+    decomp,
+    dot,
+    elementwise,
+    indexing,
+    linalg,
+    matfuncs,
+    reduce,
+    shape,
+)
 from ._base import as_array, dtype_of, lit, namespace_of, shape_of
 from .control import *  # noqa: F403
 from .decomp import *  # noqa: F403
@@ -19,8 +30,10 @@ from .dot import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
 from .linalg import *  # noqa: F403
+from .matfuncs import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 
 __all__ = ["registry", "as_array", "dtype_of", "lit", "namespace_of", "shape_of", "batch_rules",
-           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "reduce", "shape"]
+           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "matfuncs", "reduce",
+           "shape"]
