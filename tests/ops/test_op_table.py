@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 import pytest
-from op_cases import CASES, COVERED_PROTOCOLS, OpCase
+from op_cases import CASES, COVERED_PROTOCOLS, NAMESPACES, OpCase
 
 import functrace as ft
 import functrace.numpy as fnp
@@ -81,10 +81,23 @@ def test_table_covers_every_public_fnp_function():
                  if callable(getattr(fnp, n)) and not isinstance(getattr(fnp, n), type)
                  and not (isinstance(getattr(fnp, n), np.ufunc))}
     functions -= {"result_type", "promote_types", "can_cast", "finfo", "iinfo", "issubdtype"}
-    covered = {c.covers for c in CASES}
+    covered = {c.covers for c in CASES if c.covers.rpartition(".")[0] not in NAMESPACES}
     assert not functions - covered, f"fnp functions with no OpCase row: {functions - covered}"
     unknown = covered - functions - set(COVERED_PROTOCOLS)
     assert not unknown, f"rows naming no fnp function: {unknown}"
+
+
+@pytest.mark.parametrize("prefix", sorted(NAMESPACES))
+def test_table_covers_every_function_of_a_namespace(prefix):
+    """Rows named "<prefix>.<name>:..." cover the public functions of a namespace
+    (``fnp.linalg``, ``functrace.scipy.linalg``, ...: op_cases.NAMESPACES)."""
+    mod = NAMESPACES[prefix]
+    functions = {n for n in mod.__all__
+                 if callable(getattr(mod, n)) and not isinstance(getattr(mod, n), type)}
+    covered = {c.covers.rpartition(".")[2] for c in CASES
+               if c.covers.rpartition(".")[0] == prefix}
+    assert not functions - covered, f"{prefix} functions with no row: {functions - covered}"
+    assert not covered - functions, f"rows naming no {prefix} function: {covered - functions}"
 
 
 def test_table_names_are_unique_and_have_references():
