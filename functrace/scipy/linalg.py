@@ -79,8 +79,8 @@ def _trans(trans):
     return t
 
 
-def _unit(a, lower):
-    """``a`` with ones on the diagonal (the triangle that is read keeps its entries)."""
+def _unit(a):
+    """``a`` with ones on the diagonal (a unit-triangular solve never reads it)."""
     return ops.select(_lops.eye_like(a.shape, np.bool_), np.ones((), a.dtype), a)
 
 
@@ -120,7 +120,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     assert_stacked_square(a)
     t = _trans(trans)
     if unit_diagonal:
-        a = _unit(a, lower)
+        a = _unit(a)
     a, bm, undo = _rhs(a, b, "solve_triangular")
     return undo(_tri_solve(a, bm, bool(lower), t))
 
@@ -251,7 +251,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if perm.ndim - 1 != lu_.ndim - 2:
         perm = ops.broadcast_to_shape(perm, (*lu_.shape[:-2], n))
     p = _mf.permutation_matrix(perm, n, lu_.dtype)                   # P a = L U
-    unit_l = _unit(lu_, True)
+    unit_l = _unit(lu_)
     if t == 0:
         y = _tri_solve(unit_l, _lops.mm(p, bm), True, 0)
         x = _tri_solve(lu_, y, False, 0)

@@ -984,8 +984,9 @@ def _mats(*specs):
 
 
 def _h(m, x):
-    """A Hermitian positive definite matrix built from any ``x``: x x^T + 3 I."""
-    return m.matmul(x, m.swapaxes(x, -1, -2)) + 3.0 * np.eye(x.shape[-1])
+    """A Hermitian positive definite matrix built from any ``x``: x x^T + 3 I (in x's dtype,
+    so a float32 row stays float32)."""
+    return m.matmul(x, m.swapaxes(x, -1, -2)) + 3.0 * m.eye(x.shape[-1], dtype=x.dtype)
 
 
 _G3, _S3 = ("gen", (3, 3)), ("spd", (3, 3))
