@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import caches, ops
-from .autodiff import jvp_graph, vjp_graph, zeros_like
+from .autodiff import active_vars, jvp_graph, vjp_graph, zeros_like
 from .batching import batch_graph
 from .core import AVal, Eqn, Graph, Var
 from .ops.batch_rules import bdim_to_front, moveaxis, size_of
@@ -56,6 +56,15 @@ def _float(aval: AVal) -> bool:
 
 def _aval(x) -> AVal:
     return x.aval if hasattr(x, "aval") else AVal.of(x)    # a device array: no copy
+
+
+def _reaching(g: Graph) -> set[int]:
+    """The inputs of ``g`` whose value reaches a float output through differentiable ops.
+    The others get no cotangent at all (not a zero one): a zero times an infinite
+    derivative upstream would be NaN where the same Python loop gives a gradient."""
+    outs = {o for o in g.outputs if isinstance(o, Var) and _float(o.aval)}
+    return {i for i, v in enumerate(g.inputs) if _float(v.aval) and
+            not outs.isdisjoint(active_vars(g, [i]))}
 
 
 def _backward_only(g: Graph, wrt, seeds) -> Graph:
@@ -285,8 +294,9 @@ def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
         return (None,) * nc + tuple(cts[:nh]) + (None,) * nx
     # carries always: their cotangent flows from trip to trip even when the initial value
     # needs none; constants and per-trip reads only where a cotangent is wanted
+    reach = _reaching(body)
     wrt = tuple(i for i, v in enumerate(body.inputs) if _float(v.aval) and (
-        nc <= i < nc + nh or cotangent_wanted(i)))
+        nc <= i < nc + nh or (cotangent_wanted(i) and i in reach)))
     seeds = tuple(None if not _float(o.aval) else "input" if k < nh or cts[k] is not None
                   else None for k, o in enumerate(body.outputs))
     key = (body, length, nc, nh, xs, wrt, seeds)
@@ -307,7 +317,7 @@ def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
     res = [None] * len(ins)
     n_cc = len(plan.ct_carry)
     for k, c in zip(plan.ct_carry, bouts[:n_cc]):
-        if nc + k in plan.wrt_carry and cotangent_wanted(nc + k):
+        if nc + k in plan.wrt_carry and cotangent_wanted(nc + k) and nc + k in reach:
             res[nc + k] = c
     for i, c in zip(plan.wrt_const, bouts[n_cc:plan.n_bh]):
         res[i] = c
@@ -385,6 +395,8 @@ def _loop_batch(args, dims, *, body, length, n_consts, n_carry, xs):
         specs.append((start + (0,), step + (0,), span + (size,), strides + (1,)))
         new_args.append(a)
         in_dims.append(len(span))
+    # a batched carry stays batched even where a trip's new value does not depend on it
+    outb = [batched[nc + k] for k in range(nh)] + list(outb[nh:])
     out_dims = [0 if outb[k] else None for k in range(len(body.outputs))]
     bbody = batch_graph(body, in_dims, size, out_dims)
     res = bind(loop_p, *new_args, body=bbody, length=length, n_consts=nc, n_carry=nh,
@@ -404,7 +416,8 @@ loop_p.vjp, loop_p.jvp, loop_p.batch = _loop_vjp, _loop_jvp, _loop_batch
 def _cond_vjp(cts, ins, outs, *, branches):
     ops_ = ins[1:]
     g0 = branches[0]
-    wrt = [i for i, v in enumerate(g0.inputs) if _float(v.aval)]
+    reach = set().union(*(_reaching(b) for b in branches))
+    wrt = [i for i, v in enumerate(g0.inputs) if _float(v.aval) and i in reach]
     seeds = ["input" if c is not None and _float(o.aval) else None
              for c, o in zip(cts, g0.outputs)]
     if not wrt or all(s is None for s in seeds):
@@ -474,7 +487,8 @@ def _while_vjp(cts, ins, outs, *, cond, body, n_cond_consts, n_body_consts):
     ncc, nbc = n_cond_consts, n_body_consts
     nh = len(body.outputs)
     args = list(ins[ncc:])             # body consts, then initial carries
-    wrt = [i for i, v in enumerate(body.inputs) if _float(v.aval)]
+    reach = _reaching(body)
+    wrt = [i for i, v in enumerate(body.inputs) if _float(v.aval) and i in reach]
     seeds = tuple("input" if cts[k] is not None and _float(body.outputs[k].aval) else None
                   for k in range(nh))
     if not wrt or all(s is None for s in seeds):

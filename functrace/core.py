@@ -426,6 +426,9 @@ class Op:
             a bool or ``eqn -> bool`` (default: ``fresh`` for elementwise ops).
         singular: ``(operand index, a value where the op is smooth)`` for ops singular
             somewhere (log at 0): the where lint looks for them.
+        call_param: the param holding a sub-graph the op evaluates unchanged on its operands
+            (``checkpoint``, the custom-rule calls): its rules differ from the sub-graph's,
+            its value does not, so once the transforms are done a backend may inline it.
         differentiable: False for ops with no derivative (argmax, ...): differentiating
             through one is a MissingRuleError. Piecewise-constant ops (floor, comparisons)
             are differentiable with a zero rule (``zero_grad=True``).
@@ -457,6 +460,7 @@ class Op:
     fresh: bool | None = None
     c_result: bool | Callable[..., bool] | None = None
     singular: tuple[int, float] | None = None
+    call_param: str | None = None
     differentiable: bool = True
     zero_grad: bool = False
     module: str = ""

@@ -22,6 +22,7 @@ from ..tracing import user_source as _user_source
 from ..tracing import source_line as _source_line
 from ..tracing import user_error as _user_error
 from . import _core, _creation, _indexing, _joining, _products, _reductions, _shape, _ufuncs  # noqa: F401
+from . import _calculus, _construction, _logic, _searching, _statistics  # noqa: F401
 from ._creation import *  # noqa: F403
 from ._indexing import (  # noqa: F401  (re-exported)
     AtIndexer, argwhere, flatnonzero, nonzero, take, take_along_axis)
@@ -30,7 +31,12 @@ from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
 from ._joining import *  # noqa: F403
 from ._ufuncs import *  # noqa: F403
-from . import linalg
+from ._logic import *  # noqa: F403
+from ._statistics import *  # noqa: F403
+from ._calculus import *  # noqa: F403
+from ._searching import *  # noqa: F403
+from ._construction import *  # noqa: F403
+from . import fft, linalg
 
 # dtypes and constants, exactly numpy's objects
 (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_,
@@ -227,13 +233,13 @@ _install_tracer_methods()
 
 
 def _dispatch_device_arrays():
-    """Every public function of this namespace and of ``fnp.linalg`` takes GPU arrays outside
-    transforms with numpy's semantics (``_device.py``)."""
+    """Every public function of this namespace, of ``fnp.linalg`` and of ``fnp.fft`` takes GPU
+    arrays outside transforms with numpy's semantics (``_device.py``)."""
     import inspect
 
     from ._device import device_dispatch
     wrapped: dict = {}        # one wrapper per function: aliases (around = round) stay aliases
-    for ns in (globals(), vars(linalg)):
+    for ns in (globals(), vars(linalg), vars(fft)):
         for name, fn in list(ns.items()):
             if (inspect.isfunction(fn) and not name.startswith("_") and name != "at"
                     and fn.__module__.startswith(__name__)):

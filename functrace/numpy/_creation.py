@@ -188,6 +188,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     s, e = cast(s, dt), cast(e, dt)
     step = subtract(e, s)
     y = add(s, multiply(grid, step))
+    if endpoint and num > 1:   # numpy sets the last value to stop exactly
+        y = ops.concatenate([ops.slice_op(y, (0,), (num - 1,)), ops.reshape(e, (1,))], 0)
     if dtype is not None:
         if np.dtype(dtype).kind in "iu":   # numpy floors before an integer cast
             from ._ufuncs import floor

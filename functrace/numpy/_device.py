@@ -56,7 +56,8 @@ def device_dispatch(fn):
     ``fnp.<name>`` and the user's line: ``tracing.user_error``). On numpy arrays outside
     transforms numpy's own errors pass unchanged (a ``try`` costs nothing until it raises)."""
     mod = fn.__module__
-    name = ("fnp.linalg." if mod.endswith(".linalg") else "fnp.") + fn.__name__
+    sub = mod.rsplit(".", 1)[-1]
+    name = (f"fnp.{sub}." if sub in ("linalg", "fft") else "fnp.") + fn.__name__
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -98,7 +99,7 @@ def call_on_device(fn, args, kwargs):
     arrays = [leaves[i] for i in idx]
     pos = set(idx)
     try:
-        key = (fn, in_tree,
+        key = (fn, in_tree, tuple(idx),    # where the arrays are: f(x, 0.0) is not f(0.0, x)
                tuple(static_key(x) for i, x in enumerate(leaves) if i not in pos),
                tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays))
         hash(key)

@@ -73,7 +73,7 @@ def _make(name, uf, prim):
     # an argument inside the function's domain (nan == nan would be False)
     integer = not any(t[0] in "efdg" for t in uf.types)   # numpy's bit ufuncs: no float loop
     example = ("(6)" if uf.nin == 1 else "(6, 3)") if integer else \
-        "(1.5)" if name == "arccosh" else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
+        "(1.5)" if name in ("arccosh", "acosh") else "(0.5)" if uf.nin == 1 else "(0.5, 2.0)"
     grad_note = ("Integer and bool operands only, as in numpy (no gradient flows through "
                  "integers)." if integer else
                  "Piecewise constant: its gradient is zero wherever it is defined "
@@ -226,6 +226,13 @@ for _alias, _of in (("bitwise_invert", "invert"), ("bitwise_left_shift", "left_s
     if hasattr(np, _alias):                         # numpy >= 2 spells them both ways
         _BITS[_alias] = _BITS[_of]
 
+# numpy 2's array-API spellings: the same ufuncs under a second name (np.acos is np.arccos)
+_ALIASES = {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "acosh": "arccosh",
+            "asinh": "arcsinh", "atanh": "arctanh", "atan2": "arctan2"}
+for _alias, _of in _ALIASES.items():
+    if hasattr(np, _alias):
+        (_UNARY if _of in _UNARY else _BINARY)[_alias] = (_UNARY | _BINARY)[_of]
+
 for _n, (_uf, _prim) in {**_UNARY, **_BINARY, **_BITS}.items():
     _make(_n, _uf, _prim)
 
@@ -253,6 +260,9 @@ def power(x1, x2, /, **kwargs):
         if xdt.kind in "fc":   # x2 is a weak Python scalar (NEP 50): x_f32 ** 2 is float32
             return ops.integer_pow(cast(x, np.result_type(xdt, x2)), int(x2))
     return _power_generic(x1, x2, **kwargs)
+
+
+pow = power   # numpy 2's name (np.pow is np.power)
 
 
 def where(condition, x=None, y=None, /):
@@ -454,5 +464,5 @@ def angle(z, deg=False):
     return ops.mul(a, np.asarray(180 / np.pi, a.dtype)) if deg else a
 
 
-__all__ += ["power", "where", "clip", "sinc", "round", "around", "nan_to_num", "isclose", "real",
-            "imag", "angle"]
+__all__ += ["power", "pow", "where", "clip", "sinc", "round", "around", "nan_to_num", "isclose",
+            "real", "imag", "angle"]

@@ -28,6 +28,7 @@ from .control import *  # noqa: F403
 from .decomp import *  # noqa: F403
 from .dot import *  # noqa: F403
 from .elementwise import *  # noqa: F403
+from .fft import *  # noqa: F403  (ops.fft is the op-level function, not the module)
 from .indexing import *  # noqa: F403
 from .linalg import *  # noqa: F403
 from .matfuncs import *  # noqa: F403

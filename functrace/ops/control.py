@@ -299,11 +299,11 @@ def _checkpoint_impl(*args, graph, prevent_cse=True):
 
 # evaluate a sub-graph; its vjp recomputes the forward pass instead of keeping intermediates
 checkpoint_p = Op("checkpoint", _sub_abstract, _checkpoint_impl,
-                  multiple_results=True)
+                  multiple_results=True, call_param="graph")
 
 
 def _custom_impl(*args, fun_graph, rule):
-    return tuple(eval_graph(fun_graph, list(args)))
+    return tuple(run_subgraph(fun_graph, args))
 
 
 def _custom_abstract(*avals, fun_graph, rule):
@@ -312,6 +312,6 @@ def _custom_abstract(*avals, fun_graph, rule):
 
 # a function with a user's vjp rule (fwd, bwd) / jvp rule: ``rule`` is the user's rule object
 custom_vjp_call_p = Op("custom_vjp_call", _custom_abstract, _custom_impl,
-                       multiple_results=True)
+                       multiple_results=True, call_param="fun_graph")
 custom_jvp_call_p = Op("custom_jvp_call", _custom_abstract, _custom_impl,
-                       multiple_results=True)
+                       multiple_results=True, call_param="fun_graph")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..core import Eqn, Graph, Lit, Var
 
-__all__ = ["merge_loop_twins", "map_subgraphs", "inline_checkpoints"]
+__all__ = ["merge_loop_twins", "map_subgraphs", "inline_calls"]
 
 
 def _same_atom(a, b) -> bool:
@@ -167,12 +167,12 @@ def _map_param(v, fn):
     return v
 
 
-def inline_checkpoints(g: Graph) -> Graph:
-    """``g`` with every ``checkpoint`` equation replaced by its sub-graph's equations (on
-    fresh variables). A checkpoint only matters to reverse mode; once the gradient graph is
-    built, running its body inline lets a backend fuse it with its neighbours (and compile
-    a loop body holding one)."""
-    if not any(e.op.name == "checkpoint" for e in g.eqns):
+def inline_calls(g: Graph) -> Graph:
+    """``g`` with every equation of a call op (``Op.call_param``: ``checkpoint``, the
+    custom-rule calls) replaced by its sub-graph's equations, on fresh variables. Such an op
+    only matters to the transforms; once they are done, running its sub-graph inline lets a
+    backend fuse it with its neighbours (and compile a loop body holding one)."""
+    if not any(e.op.call_param for e in g.eqns):
         return g
     env: dict[Var, object] = {}
 
@@ -180,11 +180,11 @@ def inline_checkpoints(g: Graph) -> Graph:
         return env.get(a, a) if isinstance(a, Var) else a
     eqns: list[Eqn] = []
     for e in g.eqns:
-        if e.op.name != "checkpoint":
+        if not e.op.call_param:
             eqns.append(Eqn(e.op, [read(a) for a in e.inputs], e.params, e.outputs, e.source)
                         if any(isinstance(a, Var) and a in env for a in e.inputs) else e)
             continue
-        sub = inline_checkpoints(e.params["graph"])
+        sub = inline_calls(e.params[e.op.call_param])
         local: dict[Var, object] = dict(zip(sub.inputs, [read(a) for a in e.inputs]))
         for se in sub.eqns:
             outs = [Var(o.aval) for o in se.outputs]

@@ -1,9 +1,15 @@
-"""functrace.scipy: scipy's API, traceable and differentiable (as ``functrace.numpy`` is numpy's).
+"""functrace.scipy: scipy's API, traceable and differentiable (like jax.scipy).
 
-Outside a transform each function *is* scipy's (scipy must be installed: ``functrace[scipy]``);
-inside one it records functrace ops. See docs/scipy.md.
+Submodules (``signal``, ``integrate``, ``optimize``, ...) are imported on first use, so
+importing functrace stays cheap; scipy itself is imported only when an eager call needs it.
+Layer: may import api, control and numpy, never be imported by them.
 """
 
-from . import linalg
+_SUBMODULES = ("signal", "integrate", "optimize", "special", "stats", "linalg")
 
-__all__ = ["linalg"]
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

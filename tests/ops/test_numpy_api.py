@@ -78,7 +78,7 @@ def test_numpy_functions_on_tracers_are_traced_or_refused():
     x = np.array([0.5, 1.0, 2.0])
     g = ft.grad(lambda x: np.sum(np.exp(x)) + np.mean(np.square(x)))(x)
     np.testing.assert_allclose(g, np.exp(x) + 2 * x / 3, rtol=1e-12)
-    for bad in (lambda x: np.gradient(x), lambda x: np.add.accumulate(x),
+    for bad in (lambda x: np.unwrap(x), lambda x: np.add.accumulate(x),
                 lambda x: np.exp(x, out=np.empty(3))):
         with pytest.raises(TypeError, match="traced array"):
             ft.grad(lambda x: fnp.sum(bad(x)))(x)

@@ -26,12 +26,21 @@ import math
 import warnings
 
 import numpy as np
-from fuzz_programs import Prog, Step, make_args, run_program, value_shapes
+from fuzz_programs import (
+    Prog,
+    Step,
+    has_control_flow,
+    make_args,
+    run_program,
+    unrolled,
+    value_shapes,
+)
 
 import functrace as ft
 import functrace.numpy as fnp
 from functrace.backends import reference as numpy_ref
 from functrace.core import Lit
+from functrace.ops.control import SUBGRAPH_RUNNER, branch_index, holds_graphs, loop_slices
 
 __all__ = ["INEXACT_ULPS", "tolerances", "compare", "check_batch", "Mismatch"]
 
@@ -52,6 +61,9 @@ EXACT_ELEMENTWISE = {
     "convert_element_type", "stop_gradient", "sqrt", "rsqrt", "abs", "sign", "floor", "ceil",
     "trunc", "round", "isnan", "isinf", "isfinite", "signbit", "copysign", "real", "imag",
     "conj"}
+#: exact operations whose order a loop's gradient and its unrolled loop's may choose
+#: differently (``tolerances(loose=True)``)
+LOOSE_INEXACT = {"add", "sub", "mul", "div"}
 #: non-elementwise ops that move or select data without arithmetic
 EXACT_OTHER = {"broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate",
                "rev", "iota", "gather", "reduce_max", "reduce_min", "reduce_and",
@@ -84,14 +96,16 @@ def _finite_abs(v):
     return np.where(np.isfinite(v), v, 0).astype(v.dtype)
 
 
-def _bound(e, ins, out):
+def _bound(e, ins, out, loose=False):
     """Per-element bound (float64 array, inf where the result is order-dependent) on how far
-    a compiled result may be from the interpreter's, or None for exact ops."""
+    a compiled result may be from the interpreter's, or None for exact ops (``loose``: IEEE
+    arithmetic is not exact, see ``tolerances``)."""
     name = e.op.name
     o = np.asarray(out)
     if o.dtype.kind not in "fc":
         return None
-    if (e.op.elementwise and name in EXACT_ELEMENTWISE) or name in EXACT_OTHER:
+    exact = EXACT_ELEMENTWISE - LOOSE_INEXACT if loose else EXACT_ELEMENTWISE
+    if (e.op.elementwise and name in exact) or name in EXACT_OTHER:
         return None
     if name == "integer_pow" and e.params["y"] in (0, 1, 2):
         return None
@@ -181,40 +195,19 @@ def _perturb(out, b, rng, k, zero_sign_varies=False):
     return np.where(np.isinf(b), alt.astype(o.dtype), moved)
 
 
-def tolerances(graph, args, runs: int = 6, safety: float = 4.0, seed: int = 0):
+def tolerances(graph, args, runs: int = 6, safety: float = 4.0, seed: int = 0,
+               loose: bool = False):
     """Run ``graph`` on the interpreter's impls, unperturbed and ``runs`` times with every
-    inexact op's result moved by its bound. Returns (outputs, tolerance per output,
-    ill-conditioned mask per output)."""
-    rng = np.random.default_rng(seed)
-    envs: list[dict] = [dict(zip(graph.inputs, args)) for _ in range(runs + 1)]
-
-    def val(env, a):
-        return a.val if isinstance(a, Lit) else env[a]
-
+    inexact op's result moved by its bound (inside loop bodies and branches too). Returns
+    (outputs, tolerance per output, ill-conditioned mask per output). ``loose``: IEEE
+    arithmetic (add, sub, mul, div) is inexact too, for comparing graphs that compute the
+    same in another order (a loop's gradient and its unrolled loop's)."""
+    model = _Perturbed(np.random.default_rng(seed), loose)
     with np.errstate(all="ignore"):
-        for e in graph.eqns:
-            bound = None
-            for k, env in enumerate(envs):
-                ins = [val(env, a) for a in e.inputs]
-                res = e.op.impl(*ins, **e.params)
-                res = list(res) if e.op.multiple_results else [res]
-                if k == 0:
-                    bound = [_bound(e, ins, r) if not e.op.multiple_results else
-                             _multi_bound(r) for r in res]
-                else:
-                    zs = e.op.name in ZERO_SIGN_VARIES
-                    res = [r if b is None else _perturb(r, b, rng, k, zs)
-                           for r, b in zip(res, bound)]
-                    if k % 2 and not e.op.multiple_results:
-                        ins0 = [val(envs[0], a) for a in e.inputs]
-                        res = [_undetermined(e.op.name, ins, ins0, res[0], k, e.params)]
-                        if e.op.name in DISCRETE:
-                            res = [_decided_by_chaos(e.op.name, ins, ins0, res[0], k)]
-                for o, r in zip(e.outputs, res):
-                    env[o] = r
+        results = model.run(graph, [list(args)] * (runs + 1), list(range(runs + 1)))
     outs, tols, bad = [], [], []
-    for a in graph.outputs:
-        ref = np.asarray(val(envs[0], a))
+    for i in range(len(graph.outputs)):
+        ref = np.asarray(results[0][i])
         outs.append(ref)
         if ref.dtype.kind not in "fc":
             tols.append(np.zeros(ref.shape))
@@ -222,8 +215,8 @@ def tolerances(graph, args, runs: int = 6, safety: float = 4.0, seed: int = 0):
             continue
         dev = np.zeros(ref.shape)
         unstable = np.zeros(ref.shape, bool)
-        for env in envs[1:]:
-            p = np.asarray(val(env, a))
+        for res in results[1:]:
+            p = np.asarray(res[i])
             unstable |= value_class(p) != value_class(ref)
             with np.errstate(all="ignore"):
                 d = np.abs(p.astype(np.float64) - ref.astype(np.float64))
@@ -236,6 +229,113 @@ def tolerances(graph, args, runs: int = 6, safety: float = 4.0, seed: int = 0):
         tols.append(safety * dev)
         bad.append(unstable)
     return outs, tols, bad
+
+
+class _Perturbed:
+    """The interpreter of ``tolerances``: a graph evaluated in several runs at once, run 0
+    exact, the others with every inexact result moved by its bound. Loop bodies, branches
+    and while conditions are evaluated the same way, in lockstep over the runs (a trip of
+    every run, then the next), so that a comparison inside a body sees the reference run's
+    operands and is decided at random where they are chaotic; runs that take another branch
+    or leave a while loop earlier go on without a reference run."""
+
+    def __init__(self, rng, loose: bool):
+        self.rng, self.loose = rng, loose
+
+    def run(self, graph, args: list, ks: list) -> list:
+        """``graph`` on ``args[i]`` in run ``ks[i]`` (run 0 exact); each run's outputs."""
+        envs = [dict(zip(graph.inputs, a)) for a in args]
+
+        def val(env, a):
+            return a.val if isinstance(a, Lit) else env[a]
+        for e in graph.eqns:
+            ins = [[val(env, a) for a in e.inputs] for env in envs]
+            if holds_graphs(e.params):
+                res = self._subgraphs(e, ins, ks)
+            else:
+                res = self._eqn(e, ins, ks)
+            for env, r in zip(envs, res):
+                env.update(zip(e.outputs, r))
+        return [[val(env, a) for a in graph.outputs] for env in envs]
+
+    def _eqn(self, e, ins_runs, ks):
+        out, bound = [], None
+        ins0 = ins_runs[0]              # the reference run's operands, if it is here
+        for i, (k, ins) in enumerate(zip(ks, ins_runs)):
+            res = e.op.impl(*ins, **e.params)
+            res = list(res) if e.op.multiple_results else [res]
+            if i == 0:
+                bound = [_bound(e, ins, r, self.loose) if not e.op.multiple_results else
+                         _multi_bound(r) for r in res]
+            if k:
+                zs = e.op.name in ZERO_SIGN_VARIES
+                res = [r if b is None else _perturb(r, b, self.rng, k, zs)
+                       for r, b in zip(res, bound)]
+                if k % 2 and not e.op.multiple_results:
+                    i0 = ins0 if ks[0] == 0 else ins
+                    res = [_undetermined(e.op.name, ins, i0, res[0], k, e.params)]
+                    if e.op.name in DISCRETE:
+                        res = [_decided_by_chaos(e.op.name, ins, i0, res[0], k)]
+            out.append(res)
+        return out
+
+    def _subgraphs(self, e, ins_runs, ks):
+        p, name = e.params, e.op.name
+        if name == "loop":
+            nc, nh, n = p["n_consts"], p["n_carry"], len(ks)
+            consts = [ins[:nc] for ins in ins_runs]
+            carry = [ins[nc:nc + nh] for ins in ins_runs]
+            arrays = [[np.asarray(a) for a in ins[nc + nh:]] for ins in ins_runs]
+            ys = [[np.empty((p["length"],) + v.aval.shape, v.aval.dtype)
+                   for v in p["body"].outputs[nh:]] for _ in range(n)]
+            for j in range(p["length"]):
+                res = self.run(p["body"], [consts[i] + carry[i] + [
+                    a[loop_slices(spec, j)] for a, spec in zip(arrays[i], p["xs"])]
+                    for i in range(n)], ks)
+                for i, r in enumerate(res):
+                    carry[i] = r[:nh]
+                    for y, v in zip(ys[i], r[nh:]):
+                        y[j] = v
+            return [list(carry[i]) + ys[i] for i in range(n)]
+        if name == "cond":
+            out = [None] * len(ks)
+            taken = [branch_index(ins[0], len(p["branches"])) for ins in ins_runs]
+            for b in sorted(set(taken)):
+                idx = [i for i, t in enumerate(taken) if t == b]
+                res = self.run(p["branches"][b], [ins_runs[i][1:] for i in idx],
+                               [ks[i] for i in idx])
+                for i, r in zip(idx, res):
+                    out[i] = r
+            return out
+        if name == "while":
+            nc, nb = p["n_cond_consts"], p["n_body_consts"]
+            cc = [ins[:nc] for ins in ins_runs]
+            bc = [ins[nc:nc + nb] for ins in ins_runs]
+            carry = [ins[nc + nb:] for ins in ins_runs]
+            trips = [0] * len(ks)
+            active = list(range(len(ks)))
+            while active:
+                go = self.run(p["cond"], [cc[i] + carry[i] for i in active],
+                              [ks[i] for i in active])
+                active = [i for i, g in zip(active, go) if bool(g[0])]
+                if not active:
+                    break
+                res = self.run(p["body"], [bc[i] + carry[i] for i in active],
+                               [ks[i] for i in active])
+                for i, r in zip(active, res):
+                    carry[i], trips[i] = r, trips[i] + 1
+            return [list(c) + [np.int64(t)] for c, t in zip(carry, trips)]
+        # any other op holding graphs (a while loop's reverse pass, a checkpoint): its impl,
+        # with its sub-graphs evaluated by this model, run by run
+        out = []
+        for k, ins in zip(ks, ins_runs):
+            token = SUBGRAPH_RUNNER.set(lambda g, a, k=k: self.run(g, [list(a)], [k])[0])
+            try:
+                res = e.op.impl(*ins, **p)
+            finally:
+                SUBGRAPH_RUNNER.reset(token)
+            out.append(list(res) if e.op.multiple_results else [res])
+        return out
 
 
 def _multi_bound(r):
@@ -472,8 +572,61 @@ def check_batch(progs: list[Prog], backend: str = "cpu", vmap: bool = True,
                     bad.append(Mismatch(None, None, f"compile[{backend}]", msg[:500]))
         if vmap:
             bad.extend(_check_vmap(progs, f, owner_out))
+        bad.extend(_check_unrolled(progs))
     finally:
         quiet.__exit__(None, None, None)
+    return bad
+
+
+def _without_zero_signs(x):
+    x = np.asarray(x)
+    return np.where(x == 0, np.zeros((), x.dtype), x) if x.dtype.kind == "f" else x
+
+
+def _check_unrolled(progs):
+    """The gradient of every program with control flow against the gradient of its unrolled
+    Python version (each loop a Python loop, each branch a Python ``if``, decided as numpy
+    decided), both on the interpreter. The two sum the same terms in other orders (a loop's
+    reverse pass accumulates its constants' cotangents trip by trip), so the tolerance lets
+    every addition and multiplication round (``tolerances(loose=True)``) in both, and signs
+    of zeros are not compared."""
+    idx = [k for k, p in enumerate(progs) if has_control_flow(p)]
+    if not idx:
+        return []
+    sub = [progs[k] for k in idx]
+    f = _combined(sub)
+    owner_in = _owners(sub, lambda p: len(p.inputs))
+    bad = []
+    for kind in ("smooth", "special"):
+        args = [a for p in sub for a in make_args(p, kind)]
+        decisions: list = []
+        with unrolled(decisions):
+            outs = _numpy_outputs(sub, args)
+        owner_out = _owners(sub, lambda p: len(p.outputs))
+        weights = []
+        for k, p in enumerate(sub):
+            weights.extend(_weights(p, [np.shape(o) for o, w in zip(outs, owner_out)
+                                        if w == k]))
+
+        def loss(*a):
+            return sum(fnp.sum(o * w) for o, w in zip(f(*a), weights))
+
+        def loss_unrolled(*a):
+            with unrolled(decisions, off=a[-1]):
+                return loss(*a[:-1])
+        argnums = tuple(range(len(args)))
+        off = [np.zeros((), bool)]
+        graphs = [ft.jit(ft.grad(fn, argnums=argnums), backend="numpy").lower(*a).graph
+                  for fn, a in ((loss, args), (loss_unrolled, args + off))]
+        (got, tol_a, ill_a), (want, tol_b, ill_b) = (
+            tolerances(g, a, loose=True) for g, a in zip(graphs, (args, args + off)))
+        for j, k in enumerate(owner_in):
+            msg = compare(_without_zero_signs(got[j]), _without_zero_signs(want[j]),
+                          tol_a[j] + tol_b[j], ill_a[j] | ill_b[j],
+                          f"d/d input {j - owner_in.index(k)}")
+            if msg:
+                bad.append(Mismatch(idx[k], sub[k], f"grad vs grad of the unrolled program, "
+                                    f"{kind} inputs", msg))
     return bad
 
 

@@ -10,7 +10,9 @@ and a failing program prints as a literal that ``tests/support/fuzz_regressions.
 binary, with constants, ``where``, ``clip``, integer powers), broadcasts, reductions over
 axes, views (reshape, transpose, slices with steps, flips, squeeze/expand, swapaxes),
 contractions (matmul, dot, einsum), gathers (integer-array indexing, ``take``),
-``concatenate``, ``pad`` and ``cumsum``, in float32 or float64. Input values come from a
+``concatenate``, ``pad`` and ``cumsum``, in float32 or float64; about one program in six
+also has control flow (``scan``, ``fori_loop``, ``while_loop``, ``cond``/``switch``, one level
+nested in another), whose numpy side is the Python loop or ``if``. Input values come from a
 drawn seed: ordinary values mixed with +-0, +-inf, NaN, subnormals and huge values for value
 checks; ordinary values of moderate size for gradient checks.
 
@@ -20,6 +22,8 @@ with their tolerances) are in ``tests/support/fuzz_check.py``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import os
@@ -29,8 +33,11 @@ from collections.abc import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
+import functrace as ft
+
 __all__ = ["Step", "Prog", "S", "P", "programs", "generate", "random_program", "random_batch",
-           "run_program", "make_args", "value_shapes", "BASES", "fuzz_seed"]
+           "run_program", "make_args", "value_shapes", "BASES", "fuzz_seed", "has_control_flow",
+           "CONTROL"]
 
 MAX_SIZE = 48          # elements per value: kernels compile the same, numpy stays cheap
 MAX_DIM = 5
@@ -79,13 +86,40 @@ class Prog:
         n = len(self.inputs)
         names = [f"x{i}" for i in range(n)]
         lines = [f"def f({', '.join(names)}):"]
-        for k, s in enumerate(self.steps):
-            names.append(f"v{n + k}")
-            args = ", ".join(names[a] for a in s.args)
-            lines.append(f"    {names[-1]} = {s.op}({args}{', ' if s.params else ''}"
-                         f"{', '.join(repr(p) for p in s.params)})")
+        _source_steps(self.steps, names, "v", "    ", lines)
         lines.append(f"    return {', '.join(names[o] for o in self.outputs)}")
         return "\n".join(lines)
+
+
+#: the inputs of a control-flow step's bodies (see "control flow" below), by name
+_BODY_INPUTS = {"scan": ("carry", "row"), "fori": ("i", "carry"), "while": ("x",)}
+
+
+def _source_steps(steps, names, prefix, indent, lines):
+    """Append the lines of ``steps`` (their values named ``prefix<k>``) to ``lines``; a
+    control-flow step's bodies follow it, indented."""
+    for s in steps:
+        args = ", ".join(names[a] for a in s.args)
+        if s.op in _BODY_INPUTS or s.op == "cond":
+            bodies = s.params[0] if s.op == "cond" else (s.params[0],)
+            rest = s.params[1:]
+            lines.append(f"{indent}{prefix}{len(names)} = {s.op}({args}, "
+                         f"{', '.join(repr(p) for p in rest)}) with")
+            fixed = _BODY_INPUTS.get(s.op, ())
+            outer = [names[a] for a in s.args[1 if s.op != "scan" else 2:]]
+            if s.op == "cond":
+                fixed, outer = (), outer
+            for b, (bsteps, bouts) in enumerate(bodies):
+                bnames = list(fixed) + outer
+                lines.append(f"{indent}  {'branch ' + str(b) if s.op == 'cond' else 'body'}"
+                             f"({', '.join(bnames)}):")
+                p = f"{prefix}{len(names)}_{b}_" if s.op == "cond" else f"{prefix}{len(names)}_"
+                _source_steps(bsteps, bnames, p, indent + "    ", lines)
+                lines.append(f"{indent}    return {', '.join(bnames[o] for o in bouts)}")
+        else:
+            lines.append(f"{indent}{prefix}{len(names)} = {s.op}({args}"
+                         f"{', ' if s.params else ''}{', '.join(repr(p) for p in s.params)})")
+        names.append(f"{prefix}{len(names)}")
 
 
 S, P = Step, Prog       # short names for the literals printed by repr (fuzz_regressions.py)
@@ -213,17 +247,187 @@ for _n in BINARY:
     OPS[_n + "_c"] = _binary_const(_n)
 
 
+# --------------------------------------------------------------------------------------------
+# control flow: a step whose params hold sub-programs (bodies, branches)
+# --------------------------------------------------------------------------------------------
+#
+# A body is ``(steps, outputs)`` over its own values: its inputs (listed per construct below),
+# then one value per step; ``outputs`` index them. With ``xp=np`` a construct runs as a plain
+# Python loop or ``if``; with ``functrace.numpy`` it is ``ft.scan`` / ``ft.fori_loop`` /
+# ``ft.while_loop`` / ``ft.cond`` / ``ft.switch``, or, under ``unrolled(decisions)``, the same
+# Python loop again (every branch index and while trip count replayed from ``decisions``, the
+# list a numpy run recorded), so the unrolled program traces without reading a value.
+#
+#   scan  (init, xs, *outer; body, reverse, which)   body inputs: carry, row, *outer
+#         -> final carry (which 0), the stacked ys (1), or both raveled and concatenated (2)
+#   fori  (init, *outer; body, lower, upper)          body inputs: float(i), carry, *outer
+#   while (init, *outer; body, limit, test, thr, which) carry (i, x): while i < limit and
+#         test(x) (sum < thr, max < thr or min > thr): x = body(x), i += 1 -> x (+ i if which)
+#   cond  (p, *operands; branches, thresholds)        branch inputs: the operands; the branch
+#         taken is the number of thresholds below sum(p) (ft.cond for two branches)
+
+#: None: structured constructs (functrace) / Python loops (numpy); ``[decisions, position,
+#: off]`` (see ``unrolled``): numpy appends its decisions, functrace replays them
+_DECISIONS: contextvars.ContextVar = contextvars.ContextVar("fuzz_decisions", default=None)
+
+CONTROL = ("scan", "fori", "while", "cond")
+
+
+def has_control_flow(prog: Prog) -> bool:
+    return any(s.op in CONTROL for s in prog.steps)
+
+
+def _run_steps(xp, dt, steps, vals):
+    wrap = np.asarray if xp is np else (lambda v: v)
+    vals = [wrap(v) for v in vals]
+    for s in steps:
+        vals.append(wrap(OPS[s.op](xp, dt, *[vals[a] for a in s.args], *s.params)))
+    return vals
+
+
+def _body(xp, dt, body, ins):
+    steps, outs = body
+    vals = _run_steps(xp, dt, steps, ins)
+    return [vals[o] for o in outs]
+
+
+def _python(xp) -> bool:
+    """Whether constructs run as Python loops (numpy, or functrace replaying decisions)."""
+    return xp is np or _DECISIONS.get() is not None
+
+
+def _decide(xp, value):
+    """A run-time decision: computed (and recorded) by numpy, replayed by functrace."""
+    rec = _DECISIONS.get()
+    if xp is np:
+        if rec is None:
+            return value()
+        rec[0].append(None)     # before the decisions made while computing this one
+        pos = len(rec[0]) - 1
+        rec[0][pos] = value()
+        return rec[0][pos]
+    v = rec[0][rec[1]]
+    rec[1] += 1
+    return v
+
+
+def _tie(xp, outs, ins):
+    """Unrolled functrace: ``outs`` made to depend on ``ins`` with a zero derivative
+    (``where(off, sum(ins), out)``, ``off`` a False input), so that ``ins`` receive zero
+    cotangents, not none. A construct's reverse pass gives every float input of a trip or a
+    branch a cotangent (zeros where it does not matter), and a zero times an infinite
+    derivative downstream is NaN: the unrolled program does the same. Values unchanged."""
+    rec = _DECISIONS.get()
+    ins = [a for a in ins if np.dtype(a.dtype).kind == "f"]
+    if xp is np or rec is None or not ins:
+        return outs
+    z = sum(xp.sum(a) for a in ins)
+    return [xp.where(rec[2], z, o) for o in outs]
+
+
+def _scan(xp, dt, init, xs, *outer, body, reverse, which):
+    def step(c, row):
+        c, y = _tie(xp, _body(xp, dt, body, [c, row, *outer]), [c, row, *outer])
+        return c, y
+    if _python(xp):
+        n = xs.shape[0]
+        c, ys = init, [None] * n
+        for j in (range(n - 1, -1, -1) if reverse else range(n)):
+            c, ys[j] = step(c, xs[j])
+        ys = xp.stack(ys)
+    else:
+        c, ys = ft.scan(step, init, xs, reverse=reverse)
+    if which == 0:
+        return c
+    if which == 1:
+        return _tie(xp, [ys], [c])[0]       # the final carry's cotangent is zeros
+    return xp.concatenate([xp.ravel(c), xp.ravel(ys)])
+
+
+def _fori(xp, dt, init, *outer, body, lower, upper):
+    def step(i, c):
+        return _tie(xp, _body(xp, dt, body, [xp.asarray(i, dtype=dt), c, *outer]),
+                    [c, *outer])[0]
+    if _python(xp):
+        c = init
+        for i in range(lower, upper):
+            c = step(np.int64(i), c)
+        return c
+    return ft.fori_loop(lower, upper, step, init)
+
+
+def _test(xp, x, test, thr):
+    if test == "sum_lt":
+        return xp.sum(x) < thr
+    if test == "max_lt":
+        return xp.max(x) < thr
+    return xp.min(x) > thr
+
+
+def _while(xp, dt, init, *outer, body, limit, test, thr, which):
+    def step(x):
+        return _tie(xp, _body(xp, dt, body, [x, *outer]), [x, *outer])[0]
+    if _python(xp):
+        x, i = init, 0
+        if xp is np:
+            def trips():
+                nonlocal x, i
+                while i < limit and bool(_test(np, x, test, thr)):
+                    x, i = step(x), i + 1
+                return i
+            _decide(xp, trips)
+        else:
+            for _ in range(_decide(xp, None)):
+                x, i = step(x), i + 1
+            x = _tie(xp, [x], [init, *outer])[0]     # outer values get zeros, even with no trip
+    else:
+        i, x = ft.while_loop(lambda c: xp.logical_and(c[0] < limit, _test(xp, c[1], test, thr)),
+                             lambda c: (c[0] + 1, step(c[1])), (np.int64(0), init))
+    return x + xp.asarray(i, dtype=dt) if which else x
+
+
+def _cond(xp, dt, p, *operands, branches, thresholds):
+    fns = [lambda *ops, b=b: _body(xp, dt, b, list(ops))[0] for b in branches]
+    s = xp.sum(p)
+    if _python(xp):
+        k = _decide(xp, lambda: sum(bool(s > t) for t in thresholds))
+        return _tie(xp, [fns[k](*operands)], operands)[0]
+    if len(branches) == 2:
+        return ft.cond(s > thresholds[0], fns[1], fns[0], *operands)
+    idx = sum(xp.asarray(s > t, dtype=np.int32) for t in thresholds)
+    return ft.switch(idx, fns, *operands)
+
+
+def _keywords(fn, names):
+    return lambda xp, dt, *a: fn(xp, dt, *a[:-len(names)], **dict(zip(names, a[-len(names):])))
+
+
+OPS["scan"] = _keywords(_scan, ("body", "reverse", "which"))
+OPS["fori"] = _keywords(_fori, ("body", "lower", "upper"))
+OPS["while"] = _keywords(_while, ("body", "limit", "test", "thr", "which"))
+OPS["cond"] = _keywords(_cond, ("branches", "thresholds"))
+
+
+@contextlib.contextmanager
+def unrolled(decisions: list, off=None):
+    """Within: numpy appends its decisions (branch indices, trip counts) to ``decisions``,
+    functrace replays them from the start as the unrolled Python program. ``off``: a False
+    boolean scalar, an input of the traced function (see ``_tie``)."""
+    token = _DECISIONS.set([decisions, 0, off])
+    try:
+        yield
+    finally:
+        _DECISIONS.reset(token)
+
+
 def run_program(prog: Prog, xp, args: Sequence, all_values: bool = False):
     """Evaluate ``prog`` with namespace ``xp`` (numpy, or functrace.numpy under a transform).
     Returns the list of outputs (every value with ``all_values``)."""
     dt = np.dtype(prog.dtype)
     # with numpy, every value stays an array: numpy's scalar arithmetic is not its ufuncs'
     # (np.float32(-2.9743292) ** 2 is 8.846635, np.square gives 8.846634)
-    wrap = np.asarray if xp is np else (lambda v: v)
-    vals = [wrap(a) for a in args]
     with np.errstate(all="ignore"):
-        for s in prog.steps:
-            vals.append(wrap(OPS[s.op](xp, dt, *[vals[a] for a in s.args], *s.params)))
+        vals = _run_steps(xp, dt, prog.steps, args)
     if all_values:
         return vals
     return [vals[o] for o in prog.outputs]
@@ -350,12 +554,18 @@ def _broadcastable_shape(draw, shape):
     return tuple(sub)
 
 
-def _draw_step(draw, shapes, dt, rng):
-    """One step: (Step, its result shape) or None when the drawn kind does not fit."""
-    kind = draw.pick(
-        ["unary"] * 5 + ["binary"] * 4 + ["binary_c"] * 3 + ["view"] * 6 + ["reduce"] * 3 +
-        ["where"] * 2 + ["ipow", "clip", "matmul", "matmul", "einsum", "gather", "gather",
-                         "concat", "pad", "cumsum", "broadcast"])
+#: step kinds of a program, by weight
+KINDS = (["unary"] * 5 + ["binary"] * 4 + ["binary_c"] * 3 + ["view"] * 6 + ["reduce"] * 3 +
+         ["where"] * 2 + ["ipow", "clip", "matmul", "matmul", "einsum", "gather", "gather",
+                          "concat", "pad", "cumsum", "broadcast"])
+
+
+def _draw_step(draw, shapes, dt, rng, kinds=KINDS, depth=0):
+    """One step: (Step, its result shape) or None when the drawn kind does not fit.
+    ``kinds``: the kinds to draw from; ``depth``: of a control-flow step (0: outermost)."""
+    kind = draw.pick(kinds)
+    if kind in CONTROL:
+        return _draw_control(draw, kind, shapes, dt, rng, depth)
     a = _pick_value(draw, shapes)
     sa = shapes[a]
     if kind == "unary":
@@ -595,6 +805,115 @@ def _draw_matmul(draw, shapes, a, sa, dt, rng):
     return Step("matmul_const", (a,), (_const_array(draw, cshape, dt, rng), 0)), out
 
 
+# --------------------------------------------------------------------------------------------
+# control-flow steps: bodies are small programs of their own (see "control flow" above)
+# --------------------------------------------------------------------------------------------
+
+#: step kinds of a body or a branch: elementwise math and reductions mostly, a few views,
+#: contractions and broadcasts; one level of control flow inside another
+BODY_KINDS = (["unary"] * 4 + ["binary"] * 4 + ["binary_c"] * 2 + ["reduce"] * 2 +
+              ["where", "ipow", "clip", "view", "matmul", "broadcast"])
+NESTED_KINDS = ["cond", "fori"]
+#: the fraction of programs with control flow is 1 / CONTROL_ONE_IN
+CONTROL_ONE_IN = 6
+
+
+def _draw_body(draw, in_shapes, dt, rng, depth, min_steps=1, max_steps=3):
+    """Steps over values of ``in_shapes`` (a body's inputs): (steps, shapes of all values)."""
+    shapes, steps = list(in_shapes), []
+    kinds = BODY_KINDS + (NESTED_KINDS if depth == 0 else [])
+    n, tries = draw.int(min_steps, max_steps), 0
+    while len(steps) < n and tries < 4 * max_steps:
+        tries += 1
+        got = _draw_step(draw, shapes, dt, rng, kinds, depth + 1)
+        if got is None:
+            continue
+        steps.append(got[0])
+        shapes.append(tuple(got[1]))
+    return steps, shapes
+
+
+def _finish(draw, steps, shapes, target):
+    """Append steps making a value of shape ``target`` (a carry, a branch's result): one
+    that broadcasts to it, broadcast, and often squashed (tanh, sin, clip) so that a carry
+    stays bounded over the trips. Returns its index."""
+    target = tuple(target)
+    ok = [i for i, s in enumerate(shapes) if _compatible(s, target) == target]
+    v = ok[-1] if draw.int(0, 3) else draw.pick(ok)
+
+    def add(step):
+        steps.append(step)
+        shapes.append(target)
+        return len(shapes) - 1
+    if shapes[v] != target:
+        v = add(Step("broadcast_to", (v,), (target,)))
+    squash = draw.pick(["tanh", "sin", "clip", None, None])
+    if squash == "clip":
+        v = add(Step("clip", (v,), (-1.0, 2.0)))
+    elif squash:
+        v = add(Step(squash, (v,)))
+    return v
+
+
+def _outer(draw, shapes):
+    """Outer values a body closes over (none or one)."""
+    return () if draw.int(0, 2) else (_pick_value(draw, shapes, recent=False),)
+
+
+def _draw_control(draw, kind, shapes, dt, rng, depth):
+    """A control-flow step (``kind`` in CONTROL) and its result shape, or None."""
+    if kind == "scan":
+        xs = _pick_value(draw, shapes, lambda s: len(s) >= 1)
+        if xs is None:
+            return None
+        sx = shapes[xs]
+        row = sx[1:]
+        c = _pick_value(draw, shapes, lambda s: s == row, recent=False) if draw.bool() else None
+        c = _pick_value(draw, shapes, recent=False) if c is None else c
+        sc = shapes[c]
+        outer = _outer(draw, shapes)
+        steps, bs = _draw_body(draw, [sc, row] + [shapes[o] for o in outer], dt, rng, depth)
+        carry = _finish(draw, steps, bs, sc)
+        y = _pick_value(draw, bs)
+        which = draw.pick([0, 1, 2])
+        out = (sc, (sx[0],) + bs[y], (_size(sc) + sx[0] * _size(bs[y]),))[which]
+        if _size(out) > MAX_SIZE:
+            which, out = 0, sc
+        return Step("scan", (c, xs, *outer),
+                    ((tuple(steps), (carry, y)), draw.bool(), which)), out
+    if kind in ("fori", "while"):
+        c = _pick_value(draw, shapes)
+        sc = shapes[c]
+        outer = _outer(draw, shapes)
+        counter = [()] if kind == "fori" else []
+        steps, bs = _draw_body(draw, counter + [sc] + [shapes[o] for o in outer], dt, rng,
+                               depth)
+        out = _finish(draw, steps, bs, sc)
+        body = (tuple(steps), (out,))
+        if kind == "fori":
+            lo = draw.pick([0, 0, 1, -2])
+            return Step("fori", (c, *outer), (body, lo, lo + draw.int(0, 4))), sc
+        test = draw.pick(["sum_lt", "max_lt", "min_gt"])
+        thr = draw.pick([-1.0, 0.0, 0.5, 1.0, 2.0, 4.0])
+        return Step("while", (c, *outer), (body, draw.int(1, 5), test, thr,
+                                           draw.int(0, 1))), sc
+    assert kind == "cond", kind
+    p = _pick_value(draw, shapes)
+    operands = (_pick_value(draw, shapes),)
+    if draw.bool():
+        operands += (_pick_value(draw, shapes, recent=False),)
+    target = shapes[operands[0]]
+    n = draw.pick([2, 2, 3])
+    thresholds = tuple(sorted({draw.pick([-1.0, 0.0, 0.5, 1.0, 2.0]) for _ in range(n - 1)}))
+    branches = []
+    for _ in range(len(thresholds) + 1):
+        steps, bs = _draw_body(draw, [shapes[o] for o in operands], dt, rng, depth, 0, 3)
+        out = _finish(draw, steps, bs, target)
+        branches.append((tuple(steps), (out,)))
+    return Step("cond", (p, *operands), (tuple(branches), thresholds)), target
+
+
+
 class RandomDraw:
     """Choices from a ``random.Random`` (bulk runs: program ``j`` of seed ``s`` is
     ``random_program(s, j)``, reproducible on its own)."""
@@ -670,10 +989,11 @@ def programs(draw, **kw):
 
 
 def generate(draw, dtypes=("float64", "float32"), min_steps=5, max_steps=20,
-             base=None) -> Prog:
+             base=None, control_flow=True) -> Prog:
     """A random program (see the module docstring) from ``draw`` (``RandomDraw`` or
     ``HypothesisDraw``). ``base``: a shape most inputs derive from (suffixes, unit axes,
-    reversed), so a batch of programs shares loop shapes."""
+    reversed), so a batch of programs shares loop shapes. ``control_flow``: whether some
+    programs (one in ``CONTROL_ONE_IN``) hold scans, loops and branches."""
     dt = draw.pick(list(dtypes))
     n_in = draw.int(1, 3)
     inputs = tuple(_shapes(draw, base) for _ in range(n_in))
@@ -681,18 +1001,32 @@ def generate(draw, dtypes=("float64", "float32"), min_steps=5, max_steps=20,
     rng = np.random.default_rng(seed + 1)      # constants and gather indices
     shapes = list(inputs)
     steps = []
-    n_steps = draw.int(min_steps, max_steps)
+    # about one program in CONTROL_ONE_IN has one or two control-flow steps, at random places
+    # (their values are outputs), and half the steps: its bodies, their gradients and
+    # branches compile as kernels of their own, which costs compile time like 3-5 steps each
+    control = set()
+    if control_flow and draw.int(1, CONTROL_ONE_IN) == 1:
+        n_steps = draw.int(max(1, min_steps // 2), max(1, max_steps // 2))
+        control = {draw.int(0, n_steps - 1) for _ in range(draw.int(1, 2))}
+    else:
+        n_steps = draw.int(min_steps, max_steps)
+    controlled = set()
     tries = 0
     while len(steps) < n_steps and tries < 4 * max_steps:
         tries += 1
-        got = _draw_step(draw, shapes, np.dtype(dt), rng)
+        if len(steps) in control:
+            got = _draw_step(draw, shapes, np.dtype(dt), rng, list(CONTROL))
+            if got is not None:
+                controlled.add(len(shapes))
+        else:
+            got = _draw_step(draw, shapes, np.dtype(dt), rng)
         if got is None:
             continue
         step, shape = got
         steps.append(step)
         shapes.append(tuple(shape))
     last = len(shapes) - 1
-    extra = {draw.int(n_in, last) for _ in range(draw.int(0, 2))}
+    extra = {draw.int(n_in, last) for _ in range(draw.int(0, 2))} | controlled
     outputs = tuple(sorted(set(extra) - {last})) + (last,)
     special = draw.pick([0.0, 0.1, 0.25, 0.5])
     prog = Prog(dt, inputs, tuple(steps), outputs, seed, special)

@@ -265,4 +265,30 @@ REGRESSIONS: dict[str, Regression] = {
         ), outputs=(3,), seed=0, special=0.0,
           values=((1e308, 1e308), (-float("inf"), -1e308))),
     ), "a * 2.0 + b as one FMA: [-inf, 1e308] where numpy gives [nan, inf]"),
+    # control flow (loops in the random programs): vmap of a loop whose trip ignores a
+    # batched carry
+    "vmap_loop_carry_unbatched_by_trip": Regression((
+        P('float64', ((3,),), (
+            S('fori', (0,), (((S('broadcast_to', (0,), ((3,),)),), (2,)), 0, 2)),
+        ), outputs=(1,), seed=1, special=0.0),
+        P('float64', ((2, 3), (3,)), (      # seed 5: the carry batched, the rows not
+            S('scan', (1, 0), (((S('tanh', (1,), ()),), (2, 0)), False, 2)),
+        ), outputs=(2,), seed=5, special=0.0),
+    ), "control_rules._loop_batch: a batched carry whose new value does not depend on it "
+       "(fori_loop(0, 2, lambda i, c: i + zeros, x), a scan body returning tanh(row)) came "
+       "back unbatched: ShapeError 'carry f64[B,3] comes back as f64[3]'. Batched carries "
+       "stay batched now.", libm=True),
+    # not a fix: the reference the fuzzer's unrolled programs must match (fuzz_programs._tie)
+    "control_flow_dense_reverse_pass": Regression((
+        P('float64', ((2,), ()), (
+            S('exp', (0,), ()),
+            S('cond', (1, 1, 2), ((((), (0,)),
+                                   ((S('reduce', (1,), ('sum', None, False)),), (2,))),
+                                  (0.0,))),
+        ), outputs=(3,), seed=0, special=0.0, values=((float("inf"), 2.0), -0.5)),
+    ), "a construct's reverse pass gives every float operand a cotangent, zeros where it "
+       "does not matter (here exp(x0), read only by the branch not taken), so d/dx0 is "
+       "0 * exp(inf) = NaN where Python's if gives 0; the unrolled reference ties each "
+       "trip's and branch's inputs to its outputs with a zero derivative to match",
+       libm=True),
 }

@@ -941,16 +941,14 @@ B("einsum:mixed", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
   dtypes=(("float32", "int32"),), order=1)
 
 # ---- linear algebra: functrace.numpy.linalg and functrace.scipy.linalg ---------------------
-# Rows cover "<namespace>.<name>" (NAMESPACES below): a test checks that every public function
-# of each namespace has a row. Domains keep the functions smooth: well-conditioned matrices,
+# Rows cover "linalg.<name>" and "scipy.linalg.<name>": test_op_table checks that every public
+# function of both has a row. Domains keep the functions smooth: well-conditioned matrices,
 # distinct eigenvalues and singular values. cholesky/eigh rows build their Hermitian input
 # inside the function (x @ x.T + 3 I): the default symmetric gradient and numpy's one-triangle
 # function then agree along every direction; ``:triangle`` rows check the exact gradient.
 import scipy.linalg as _sla  # noqa: E402
 
 import functrace.scipy.linalg as fsl  # noqa: E402
-
-NAMESPACES = {"linalg": fnp.linalg, "scipy.linalg": fsl}
 
 
 def BS(name, f, shapes, **kw):
@@ -1111,6 +1109,83 @@ for _n, _f, _sp, _kw in _SLA:
     _shapes = tuple(sp[1] if sp and isinstance(sp[0], str) else sp for sp in _sp)
     BS(f"scipy.linalg.{_n}", _f, _shapes, domain=_mats(*_sp), **_kw)
 
+# ---- fft (functrace.numpy.fft) ---------------------------------------------------------------
+# Rows name ``fft.<f>``. Complex spectra are returned as stacked real and imaginary parts (the
+# gradient checks take a real loss), and complex inputs are built from two real arguments,
+# so gradients through every transform, in both directions, are checked against finite
+# differences (irfft ignores the imaginary parts of its DC and Nyquist bins: zero gradient).
+
+
+def _ri(m, z):
+    return m.stack([m.real(z), m.imag(z)])
+
+
+B("fft.fft:1d", lambda m, x: _ri(m, m.fft.fft(x)), ((8,),))
+B("fft.fft:pad_axis0_ortho", lambda m, x: _ri(m, m.fft.fft(x, 6, 0, "ortho")), ((3, 4),))
+B("fft.fft:complex_truncate", lambda m, x, y: _ri(m, m.fft.fft(x + 1j * y, n=4)),
+  ((5,), (5,)))
+B("fft.ifft:forward", lambda m, x, y: _ri(m, m.fft.ifft(x + 1j * y, norm="forward")),
+  ((2, 5), (2, 5)))
+B("fft.rfft:even", lambda m, x: _ri(m, m.fft.rfft(x)), ((2, 8),))
+B("fft.rfft:odd_pad_forward", lambda m, x: _ri(m, m.fft.rfft(x, 9, norm="forward")), ((7,),))
+B("fft.rfft:int", lambda m, x: _ri(m, m.fft.rfft(x)), ((6,),), dtypes=("int32",),
+  domain=(-5, 5), order=None)
+B("fft.irfft:even", lambda m, x, y: m.fft.irfft(x + 1j * y), ((5,), (5,)))
+B("fft.irfft:odd_axis0_ortho", lambda m, x, y: m.fft.irfft(x + 1j * y, 7, 0, "ortho"),
+  ((4, 3), (4, 3)))
+B("fft.irfft:roundtrip", lambda m, x: m.fft.irfft(m.fft.rfft(x), 7), ((7,),))
+B("fft.hfft:plain", lambda m, x, y: m.fft.hfft(x + 1j * y), ((2, 4), (2, 4)))
+B("fft.hfft:odd_ortho", lambda m, x, y: m.fft.hfft(x + 1j * y, 5, norm="ortho"),
+  ((3,), (3,)), dtypes=F64)
+B("fft.ihfft:plain", lambda m, x: _ri(m, m.fft.ihfft(x)), ((6,),))
+B("fft.fft2:plain", lambda m, x: _ri(m, m.fft.fft2(x)), ((3, 4),))
+B("fft.ifft2:s", lambda m, x, y: _ri(m, m.fft.ifft2(x + 1j * y, (2, 5))), ((3, 4), (3, 4)))
+B("fft.rfft2:plain", lambda m, x: _ri(m, m.fft.rfft2(x)), ((4, 6),))
+B("fft.irfft2:plain", lambda m, x, y: m.fft.irfft2(x + 1j * y), ((3, 4), (3, 4)))
+B("fft.fftn:axes", lambda m, x: _ri(m, m.fft.fftn(x, axes=(0, 2))), ((2, 3, 4),))
+B("fft.fftn:repeated_axes", lambda m, x: _ri(m, m.fft.fftn(x, axes=(1, 1))), ((2, 3),),
+  dtypes=F64)
+B("fft.ifftn:plain", lambda m, x, y: _ri(m, m.fft.ifftn(x + 1j * y)), ((2, 3), (2, 3)))
+B("fft.rfftn:s_axes", lambda m, x: _ri(m, m.fft.rfftn(x, (4, 6), axes=(1, 0))), ((3, 5),))
+B("fft.irfftn:3d", lambda m, x, y: m.fft.irfftn(x + 1j * y), ((2, 3, 3), (2, 3, 3)))
+B("fft.irfftn:s_axes", lambda m, x, y: m.fft.irfftn(x + 1j * y, (3, 5), axes=(1, 0)),
+  ((4, 2), (4, 2)), dtypes=F64)
+B("fft.fftshift:all", lambda m, x: m.fft.fftshift(x), ((3, 4),))
+B("fft.ifftshift:axis", lambda m, x: m.fft.ifftshift(x, axes=1), ((3, 5),))
+B("fft.fftfreq:static", lambda m, x: x * m.fft.fftfreq(5, 0.5), ((5,),))
+B("fft.fftfreq:traced_d", lambda m, d: m.fft.fftfreq(6, d), ((),), domain=(0.5, 2))
+B("fft.rfftfreq:traced_d", lambda m, d: m.fft.rfftfreq(7, d), ((),), domain=(0.5, 2))
+
+# ---- functrace.scipy.signal -------------------------------------------------------------------
+# Rows name ``scipy.signal.<f>``; the reference is scipy.signal's function.
+import scipy.signal as _ss  # noqa: E402
+
+import functrace.scipy.signal as _fsig  # noqa: E402
+
+
+def S(name, shapes, **kw):
+    f = name.split(".")[2].split(":")[0]
+    case(name, getattr(_fsig, f), shapes, np_fn=getattr(_ss, f), **kw)
+
+
+S("scipy.signal.convolve:full_direct", ((7,), (3,)), kwargs={"method": "direct"})
+S("scipy.signal.convolve:same_fft", ((8,), (5,)), kwargs={"mode": "same", "method": "fft"})
+S("scipy.signal.convolve:valid_swapped", ((3,), (7,)), kwargs={"mode": "valid"})
+S("scipy.signal.convolve:2d_auto", ((4, 5), (3, 2)), dtypes=F64)
+S("scipy.signal.convolve:int", ((6,), (3,)), dtypes=("int32",), domain=(-5, 5), order=None)
+S("scipy.signal.correlate:full", ((6,), (4,)))
+S("scipy.signal.correlate:same_fft", ((7,), (4,)), kwargs={"mode": "same", "method": "fft"})
+S("scipy.signal.correlate:valid_2d", ((5, 4), (2, 3)), kwargs={"mode": "valid"}, dtypes=F64)
+S("scipy.signal.convolve2d:fill_value", ((4, 5), (3, 3)), kwargs={"fillvalue": 1.5})
+S("scipy.signal.convolve2d:wrap_same", ((5, 5), (3, 2)),
+  kwargs={"mode": "same", "boundary": "wrap"})
+S("scipy.signal.convolve2d:symm", ((4, 4), (2, 3)), kwargs={"boundary": "symm"}, dtypes=F64)
+S("scipy.signal.correlate2d:same", ((5, 6), (2, 3)), kwargs={"mode": "same"})
+S("scipy.signal.correlate2d:valid_swapped", ((2, 3), (4, 5)), kwargs={"mode": "valid"},
+  dtypes=F64)
+S("scipy.signal.fftconvolve:full", ((8,), (5,)))
+S("scipy.signal.fftconvolve:axes_same", ((3, 8), (1, 5)), kwargs={"mode": "same", "axes": 1})
+
 # ---- creation ------------------------------------------------------------------------------
 B("zeros:shape", lambda m, x: x + m.zeros((2, 3)), ((3,),))
 B("zeros:dtype", lambda m, x: x * m.zeros(3, dtype=np.float32), ((3,),), dtypes=F64)
@@ -1170,6 +1245,272 @@ B("method:real_imag_conj", lambda m, x: x.real + x.imag + x.conj() + x.conjugate
   dtypes=F64)
 B("method:round", lambda m, x: x.round() + x.round(1), ((3,),), domain=(off_integers(),),
   order=0, dtypes=F64)
+
+# ---- numpy additions: tests, statistics, calculus, searching, construction -------------------
+
+def _avoiding(points, gap=0.15, lo=-2.0, hi=2.0):
+    """Values in (lo, hi) at least ``gap`` away from each of ``points`` (kinks, bin edges)."""
+    def s(rng, shape, dt):
+        x = rng.uniform(lo, hi, shape)
+        for _ in range(100):
+            bad = np.min(np.abs(x[..., None] - np.asarray(points)), axis=-1) < gap
+            if not bad.any():
+                break
+            x = np.where(bad, rng.uniform(lo, hi, shape), x)
+        return np.asarray(x).astype(dt)
+    return s
+
+
+def increasing(lo=-2.0, hi=2.0):
+    """Sorted values at least (hi-lo)/(2n) apart (knots, bin edges, sorted arrays)."""
+    def s(rng, shape, dt):
+        return np.sort(distinct(lo, hi)(rng, shape, np.float64), axis=-1).astype(dt)
+    return s
+
+
+def _np_copy_update(fn):
+    """numpy's in-place ``fn(a, ...)`` (fill_diagonal, put_along_axis) as a function returning
+    the updated copy, which is what fnp returns."""
+    def f(a, *args, **kw):
+        out = np.array(a, copy=True)
+        fn(out, *args, **kw)
+        return out
+    return f
+
+
+# tests and comparisons: booleans used as masks; the row's gradient flows through the where
+B("allclose:close_far", lambda m, x, y: m.where(m.allclose(x, x + 1e-9), x, y)
+  + m.where(m.allclose(x, y, rtol=1e-3), x, y), ((2, 3), (3,)), dtypes=F64)
+B("array_equal:same", lambda m, x: m.where(m.array_equal(x, x * 1.0), x, 0.0), ((2, 3),),
+  dtypes=F64)
+B("array_equal:shapes_nan", lambda m, x, y: m.asarray(m.array_equal(x, y)) +
+  m.asarray(m.array_equal(x, x, equal_nan=True)), ((2, 3), (3,)), dtypes=F64, order=None,
+  domain=(with_specials, (-2, 2)))
+B("array_equiv:bcast", lambda m, x: m.where(m.array_equiv(x, x[:1]), 0.0, x), ((2, 3),),
+  dtypes=F64)
+case("iscomplex:complex", fnp.iscomplex, ((4,),), dtypes=("complex128",), order=None,
+     domain=lambda rng: [np.array([1 + 1j, 2 + 0j, -0j, 1e-300j])])
+case("iscomplex:real", fnp.iscomplex, ((2, 3),), dtypes=F64, order=0)
+case("isreal:complex", fnp.isreal, ((4,),), dtypes=("complex64",), order=None,
+     domain=lambda rng: [np.array([1 + 1j, 2 + 0j, -0j, 1e-30j])])
+case("isreal:real", fnp.isreal, ((2, 3),), dtypes=("int32",), order=None)
+B("iscomplexobj:scale", lambda m, x: x * (2 + m.iscomplexobj(x)), ((3,),), dtypes=F64)
+B("isrealobj:scale", lambda m, x: x * (2 + m.isrealobj(x)), ((3,),), dtypes=F64)
+case("isin:int", fnp.isin, ((2, 3),), dtypes=("int32",), domain=(0, 4), order=None,
+     kwargs={"test_elements": np.array([[1], [3]])})
+case("isin:invert_float", fnp.isin, ((5,), (3,)), dtypes=F64, order=0, kwargs={"invert": True},
+     domain=lambda rng: [np.array([0.5, 1.0, 2.0, 1.5, -1.0]), np.array([1.0, -1.0, 7.0])])
+_KINKS01 = (_avoiding((0.0, 1.0)),)
+B("select:two", lambda m, x: m.select([x < 0, x > 1], [-x, x ** 2], default=0.5), ((2, 3),),
+  domain=_KINKS01)
+B("select:weak_default", lambda m, x, y: m.select([x > 0], [y]), ((2, 3), (3,)),
+  dtypes=(("float64", "float32"),), domain=(away(0.2, 2), (-2, 2)), order=1)
+B("piecewise:otherwise", lambda m, x: m.piecewise(x, [x < 0, x > 1],
+                                                   [lambda v: -v, lambda v: v ** 2, 0.5]),
+  ((2, 3),), domain=_KINKS01)
+B("piecewise:one_cond_int", lambda m, x: m.piecewise(x, x < 2, [lambda v: v * 3, 1]), ((5,),),
+  dtypes=("int32",), order=None, domain=(0, 4))
+
+# quantiles (gradients flow to the neighbouring order statistics and to q)
+case("quantile:scalar_q", fnp.quantile, ((7,),), domain=(distinct(),), kwargs={"q": 0.3})
+case("quantile:axis_q_array", fnp.quantile, ((3, 5),), domain=(distinct(),), dtypes=F64,
+     kwargs={"q": np.array([0.1, 0.5, 1.0]), "axis": 1, "keepdims": True})
+B("quantile:traced_q", lambda m, x, q: m.quantile(x, q, axis=0), ((5, 2), (2,)), dtypes=F64,
+  domain=(distinct(), (0.1, 0.9)))
+B("quantile:methods", lambda m, x: m.stack([m.quantile(x, 0.35, method=k, axis=-1) for k in (
+    "lower", "higher", "nearest", "midpoint")]), ((2, 6),), domain=(distinct(),), dtypes=F64)
+case("quantile:int", fnp.quantile, ((6,),), dtypes=("int32",), order=None, kwargs={"q": 0.4})
+case("percentile:axes", fnp.percentile, ((2, 3, 2),), domain=(distinct(),), dtypes=F64,
+     kwargs={"q": [25.0, 50.0], "axis": (0, 2)})
+case("nanquantile:axis1", fnp.nanquantile, ((2, 3),), domain=_with_nans((2, 3)), dtypes=F64,
+     kwargs={"q": 0.4, "axis": 1})
+case("nanquantile:all_nan_slice", fnp.nanquantile, ((2, 2),), dtypes=F64, order=None,
+     kwargs={"q": 0.5, "axis": 0}, domain=lambda rng: [np.array([[np.nan, 1.0],
+                                                                  [np.nan, 2.0]])])
+case("nanpercentile:all", fnp.nanpercentile, ((2, 3),), domain=_with_nans((2, 3)), dtypes=F64,
+     kwargs={"q": np.array([10.0, 90.0])})
+case("nanmedian:all", fnp.nanmedian, ((2, 3),), domain=_with_nans((2, 3)), dtypes=F64)
+case("nanmedian:axis0_keepdims", fnp.nanmedian, ((2, 3),), domain=_with_nans((2, 3)),
+     dtypes=F64, kwargs={"axis": 0, "keepdims": True})
+case("nanvar:all", fnp.nanvar, ((2, 3),), domain=_with_nans((2, 3)))
+for _n in ("nanvar", "nanstd"):
+    case(f"{_n}:axis1_ddof1", getattr(fnp, _n), ((2, 3),), domain=_with_nans((2, 3)),
+         dtypes=F64, kwargs={"axis": 1, "ddof": 1, "keepdims": True})
+case("nanstd:constant", fnp.nanstd, ((4,),), dtypes=F64, order=1,
+     domain=lambda rng: [np.array([1.5, np.nan, 1.5, 1.5])])
+case("nanprod:axis0", fnp.nanprod, ((2, 3),), domain=_with_nans((2, 3)), kwargs={"axis": 0},
+     dtypes=F64)
+for _n in ("nancumsum", "nancumprod"):
+    case(f"{_n}:flat", getattr(fnp, _n), ((2, 3),), domain=_with_nans((2, 3)), dtypes=F64)
+    case(f"{_n}:axis1_int", getattr(fnp, _n), ((2, 3),), dtypes=("int32",), order=None,
+         kwargs={"axis": 1})
+for _n in ("nanargmax", "nanargmin"):
+    case(f"{_n}:axis1", getattr(fnp, _n), ((2, 3),), domain=_with_nans((2, 3)), order=0,
+         dtypes=F64, kwargs={"axis": 1})
+B("nanargmax:gather", lambda m, x: m.nanmax(x) * x[m.nanargmin(x)], ((5,),), dtypes=F64,
+  domain=lambda rng: [np.array([0.3, np.nan, -1.2, 1.7, 0.9])])
+case("cov:rowvar_bias", fnp.cov, ((4, 3),), dtypes=F64, kwargs={"rowvar": False, "bias": True})
+B("cov:y_weights", lambda m, x, y, w: m.cov(x, y, fweights=np.array([1, 2, 1, 1]), aweights=w),
+  ((4,), (4,), (4,)), dtypes=F64, domain=((-2, 2), (-2, 2), (0.5, 2)))
+case("corrcoef:rows", fnp.corrcoef, ((3, 4),), dtypes=F64)
+case("corrcoef:pair", fnp.corrcoef, ((4,), (4,)), dtypes=("float32",))
+
+# differences, integration, interpolation, convolution, polynomials, i0
+case("diff:axis0_n2", fnp.diff, ((4, 3),), kwargs={"n": 2, "axis": 0})
+case("diff:prepend_append", fnp.diff, ((2, 3),), dtypes=F64,
+     kwargs={"prepend": 0.5, "append": np.ones((2, 1))})
+case("diff:bool", fnp.diff, ((5,),), dtypes=("bool", "int8"), order=None)
+case("ediff1d:ends", fnp.ediff1d, ((2, 3),), kwargs={"to_begin": 0.5, "to_end": [1.0, 2.0]},
+     dtypes=F64)
+B("gradient:2d_spacing_edge2", lambda m, f: m.gradient(f, 0.5, edge_order=2), ((3, 4),))
+B("gradient:traced_coords", lambda m, f, c: m.gradient(f, m.cumsum(c)),
+  ((5,), (5,)), dtypes=F64, domain=((-2, 2), (0.5, 1.5)))
+case("gradient:int", fnp.gradient, ((5,),), dtypes=("int32",), order=None)
+case("trapezoid:dx", fnp.trapezoid, ((2, 4),), kwargs={"dx": 0.5}, dtypes=F64)
+B("trapezoid:traced_x", lambda m, y, x: m.trapezoid(y, m.cumsum(x), axis=0), ((4, 2), (4,)),
+  dtypes=F64, domain=((-2, 2), (0.5, 1.5)))
+B("interp:traced", lambda m, x, xp, fp: m.interp(x, m.cumsum(xp), fp), ((6,), (4,), (4,)),
+  dtypes=F64, domain=(_avoiding((0.5, 1.5, 2.5, 3.5, 4.5), 0.1, -0.5, 5.0), (0.9, 1.1),
+                      (-2, 2)))
+B("interp:period", lambda m, x, fp: m.interp(x, np.array([0.3, 1.0, 2.5]), fp, period=3.0),
+  ((5,), (3,)), dtypes=F64, domain=(_avoiding((0.0, 0.3, 1.0, 2.5, 3.0), 0.1, -1.0, 4.0),
+                                    (-2, 2)))
+case("interp:f32_nan_left_right", fnp.interp, ((4,), (3,), (3,)), dtypes=("float32",),
+     order=None, kwargs={"left": -9.0, "right": 9.0},
+     domain=lambda rng: [np.array([np.nan, 1.0, -0.5, 2.5]), np.array([0.0, 1.0, 2.0]),
+                         np.array([1.0, 3.0, 2.0])])
+case("convolve:full", fnp.convolve, ((5,), (3,)), dtypes=F64)
+case("convolve:same_short_a", fnp.convolve, ((2,), (4,)), dtypes=F64, kwargs={"mode": "same"})
+case("convolve:int", fnp.convolve, ((4,), (2,)), dtypes=("int32",), order=None)
+case("correlate:valid", fnp.correlate, ((5,), (3,)))
+for _mode in ("same", "full"):
+    case(f"correlate:{_mode}_short_a", fnp.correlate, ((2,), (5,)), dtypes=F64,
+         kwargs={"mode": _mode})
+case("correlate:complex", fnp.correlate, ((3,), (4,)), dtypes=("complex128",), order=None,
+     kwargs={"mode": "same"})
+case("polyval:2d", fnp.polyval, ((4,), (2, 3)))
+case("polyval:int", fnp.polyval, ((3,), (4,)), dtypes=("int32",), domain=(-3, 3), order=None)
+case("polyder:m2", fnp.polyder, ((5,),), kwargs={"m": 2}, dtypes=F64)
+case("polyint:k", fnp.polyint, ((3,),), dtypes=F64, kwargs={"m": 2, "k": [1.0, 2.0]})
+case("polyint:plain", fnp.polyint, ((3,),), dtypes=("float32",))
+B("polyfit:weights_2d", lambda m, x, y, w: m.polyfit(x, y, 2, w=w), ((5,), (5, 2), (5,)),
+  dtypes=F64, domain=(distinct(), (-2, 2), (0.5, 2)), trace_rtol=1e-9)
+case("vander:N", fnp.vander, ((3,),), kwargs={"N": 4}, dtypes=F64)
+case("vander:increasing_int", fnp.vander, ((3,),), dtypes=("int32",), order=None,
+     kwargs={"increasing": True})
+# (one row: its two 30-term Chebyshev series are the costliest kernels of these rows to compile)
+case("i0:both_branches", fnp.i0, ((2, 3),), dtypes=F64, domain=(away(0.3, 12),))
+
+# searching, binning, counting: integer results are indices and masks, with no gradient
+case("searchsorted:left", fnp.searchsorted, ((5,), (2, 3)), domain=(increasing(), (-2.5, 2.5)),
+     order=0, dtypes=F64)
+for _side in ("left", "right"):
+    case(f"searchsorted:sort_method_{_side}", lambda a, v, _s=_side: fnp.searchsorted(
+        a, v, side=_s, method="sort"), ((5,), (4,)), dtypes=F64, order=None,
+        np_fn=lambda a, v, _s=_side: np.searchsorted(a, v, side=_s),
+        domain=lambda rng: [np.array([-1.0, 0.0, 0.0, 2.0, np.nan]),
+                            np.array([0.0, np.nan, 3.0, -2.0])])
+case("searchsorted:right_ties_nan", fnp.searchsorted, ((5,), (4,)), dtypes=F64, order=None,
+     kwargs={"side": "right"}, domain=lambda rng: [np.array([-1.0, 0.0, 0.0, 2.0, np.nan]),
+                                                   np.array([0.0, np.nan, 3.0, -2.0])])
+B("searchsorted:as_index", lambda m, a, v: m.take(a, m.minimum(m.searchsorted(a, v), 4)) * v,
+  ((5,), (3,)), dtypes=F64, domain=(increasing(), _avoiding(np.linspace(-2, 2, 5), 0.2)))
+case("digitize:increasing", fnp.digitize, ((2, 3), (4,)), domain=((-2.5, 2.5), increasing()),
+     order=0, dtypes=F64)
+B("digitize:traced_decreasing_right", lambda m, x, b: m.digitize(x, -m.sort(b), right=True),
+  ((2, 3), (4,)), domain=((-2.5, 2.5), distinct()), order=0, dtypes=F64)
+case("bincount:plain", fnp.bincount, ((6,),), dtypes=("int64",), domain=(0, 4), order=None)
+case("bincount:weights", fnp.bincount, ((6,), (6,)), dtypes=(("int64", "float64"),),
+     domain=((0, 4), (-2, 2)), kwargs={"minlength": 7})
+case("bincount:length", lambda x, w: fnp.bincount(x, w, length=3), ((6,), (6,)),
+     dtypes=(("int32", "float64"),), domain=((0, 5), (-2, 2)),
+     np_fn=lambda x, w: np.bincount(x[x < 3], w[x < 3], minlength=3))
+case("histogram:bins4", fnp.histogram, ((12,),), domain=(distinct(),), kwargs={"bins": 4},
+     order=1, dtypes=F64)
+B("histogram:weights_density_range", lambda m, x, w: m.histogram(
+    x, bins=3, range=(-2.0, 2.0), weights=w, density=True), ((10,), (10,)), dtypes=F64,
+  domain=(_avoiding((-2 / 3, 2 / 3), 0.05), (0.5, 2)))
+case("histogram:edges_int", fnp.histogram, ((8,),), dtypes=("int32",), domain=(0, 6),
+     order=None, kwargs={"bins": np.array([0.0, 1.5, 2.0, 6.0])})
+case("histogram_bin_edges:plain", fnp.histogram_bin_edges, ((8,),), domain=(distinct(),),
+     dtypes=F64, kwargs={"bins": 3})
+_REPEATS = lambda rng: [np.array([2.5, -1.0, 2.5, 0.5, -1.0, 3.0, 0.5, 2.5])]  # noqa: E731
+# finite differences would split repeated values (a new shape): gradients on distinct ones
+case("unique:distinct_values", fnp.unique, ((6,),), dtypes=F64, domain=(distinct(),))
+case("unique:repeats", fnp.unique, ((8,),), dtypes=F64, domain=_REPEATS, order=None)
+case("unique:all_outputs", fnp.unique, ((8,),), dtypes=F64, domain=_REPEATS, order=None,
+     kwargs={"return_index": True, "return_inverse": True, "return_counts": True})
+case("unique:size", lambda x: fnp.unique(x, return_counts=True, size=5, fill_value=-9.0),
+     ((8,),), dtypes=F64, domain=_REPEATS, order=None,
+     np_fn=lambda x: (np.r_[np.unique(x), -9.0], np.r_[np.unique(x, return_counts=True)[1],
+                                                          0]))
+
+# index tricks, index arithmetic, functional updates, numpy 2's spellings
+B("r_:mixed", lambda m, x, y: m.r_[x, 0.5, 3:5, y], ((3,), (2,)), dtypes=F64)
+B("c_:columns", lambda m, x, y: m.c_[x, y, x], ((3,), (3, 2)), dtypes=F64)
+B("row_stack:pair", lambda m, x, y: m.vstack([x, y]) if m is np else m.row_stack([x, y]),
+  ((3,), (2, 3)), dtypes=F64)
+case("rollaxis:2", fnp.rollaxis, ((2, 3, 4),), kwargs={"axis": 2}, dtypes=F64)
+case("rollaxis:start", fnp.rollaxis, ((2, 3, 4),), dtypes=F64, kwargs={"axis": 0, "start": 3})
+B("tril_indices:gather", lambda m, x: x[m.tril_indices(3, -1)] + x[m.tril_indices_from(x)][0],
+  ((3, 3),), dtypes=F64)
+B("triu_indices:gather", lambda m, x: x[m.triu_indices(3, 1, 4)] * x[m.triu_indices_from(x)][1],
+  ((3, 4),), dtypes=F64)
+B("tril_indices_from:2d", lambda m, x: x[m.tril_indices_from(x, 1)], ((2, 3),), dtypes=F64)
+B("triu_indices_from:2d", lambda m, x: x[m.triu_indices_from(x, -1)], ((3, 2),), dtypes=F64)
+B("diag_indices:3d", lambda m, x: x[m.diag_indices(2, 3)] * x[m.diag_indices_from(x)],
+  ((2, 2, 2),), dtypes=F64)
+B("diag_indices_from:2d", lambda m, x: x[m.diag_indices_from(x)], ((3, 3),), dtypes=F64)
+case("fill_diagonal:vector", fnp.fill_diagonal, ((3, 3), (3,)), dtypes=F64,
+     np_fn=_np_copy_update(np.fill_diagonal))
+case("fill_diagonal:wrap_cycle", lambda a, v: fnp.fill_diagonal(a, v, wrap=True),
+     ((7, 3), (2,)), dtypes=F64,
+     np_fn=lambda a, v: _np_copy_update(np.fill_diagonal)(a, v, True))
+case("fill_diagonal:3d_scalar", lambda a: fnp.fill_diagonal(a, 5.0), ((2, 2, 2),),
+     dtypes=F64, np_fn=lambda a: _np_copy_update(np.fill_diagonal)(a, 5.0))
+case("put_along_axis:axis1", lambda a, v: fnp.put_along_axis(a, np.array([[1], [0]]), v, 1),
+     ((2, 3), (2, 1)),
+     np_fn=lambda a, v: _np_copy_update(np.put_along_axis)(a, np.array([[1], [0]]), v, 1))
+case("put_along_axis:traced_idx_none", lambda a, i, v: fnp.put_along_axis(a, i, v, None),
+     ((2, 3), (2,), (2,)), dtypes=(("float64", "int64", "float64"),),
+     domain=lambda rng: [rng.uniform(-2, 2, (2, 3)), np.array([4, -6]), rng.uniform(-2, 2, 2)],
+     np_fn=lambda a, i, v: _np_copy_update(np.put_along_axis)(a, i, v, None))
+case("unravel_index:C", fnp.unravel_index, ((4,),), dtypes=("int64",), domain=(0, 5),
+     order=None, kwargs={"shape": (2, 3)})
+case("unravel_index:F", fnp.unravel_index, ((4,),), dtypes=("int32",), domain=(0, 5),
+     order=None, kwargs={"shape": (2, 3), "order": "F"})
+B("unravel_index:as_index", lambda m, x, i: m.take(x, m.ravel_multi_index(
+    m.unravel_index(i, (2, 3)), (2, 3))), ((2, 3), (4,)),
+  dtypes=(("float64", "int64"),), domain=((-2, 2), (0, 5)))
+case("ravel_multi_index:C", lambda i, j: fnp.ravel_multi_index((i, j), (2, 3)),
+     ((4,), (4,)), dtypes=("int64",), domain=((0, 1), (0, 2)), order=None,
+     np_fn=lambda i, j: np.ravel_multi_index((i, j), (2, 3)))
+case("ravel_multi_index:modes_F", lambda i, j: fnp.ravel_multi_index(
+    (i, j), (2, 3), mode=("clip", "wrap"), order="F"), ((4,), (4,)), dtypes=("int64",),
+    domain=((-3, 4), (-5, 6)), order=None,
+    np_fn=lambda i, j: np.ravel_multi_index((i, j), (2, 3), mode=("clip", "wrap"), order="F"))
+B("concat:axis1", lambda m, x, y: m.concat([x, y], axis=1), ((2, 3), (2, 1)), dtypes=F64)
+case("permute_dims:axes", fnp.permute_dims, ((2, 3, 4),), kwargs={"axes": (2, 0, 1)},
+     dtypes=F64)
+case("matrix_transpose:3d", fnp.matrix_transpose, ((4, 2, 3),), dtypes=F64)
+case("unstack:axis1", fnp.unstack, ((2, 3),), kwargs={"axis": 1}, dtypes=F64)
+B("astype:f32", lambda m, x: m.astype(x, np.float32), ((2, 3),), dtypes=F64)
+B("astype:int", lambda m, x: m.astype(x, np.int16), ((2, 3),), dtypes=F64,
+  domain=(off_integers(),), order=0)
+case("cumulative_sum:initial", fnp.cumulative_sum, ((2, 3),),
+     kwargs={"axis": 1, "include_initial": True})
+case("cumulative_prod:1d", fnp.cumulative_prod, ((4,),), domain=(0.5, 1.5), dtypes=F64)
+case("vecmat:batched", fnp.vecmat, ((4, 2), (4, 2, 3)))
+case("vecmat:complex", fnp.vecmat, ((2,), (2, 3)), dtypes=("complex128",), order=None)
+
+# numpy 2's names of the inverse trigonometric functions and of power
+for _n, _dom in (("acos", (-0.9, 0.9)), ("asin", (-0.9, 0.9)), ("atan", (-3, 3)),
+                 ("acosh", (1.2, 3)), ("asinh", (-3, 3)), ("atanh", (-0.9, 0.9))):
+    case(f"{_n}:2x3", getattr(fnp, _n), ((2, 3),), domain=_dom, dtypes=F64)
+case("atan2:bcast", fnp.atan2, ((2, 3), (3,)), domain=((-2, 2), away(0.3, 2)), dtypes=F64)
+B("pow:int_and_array", lambda m, x, y: m.pow(x, 2) + m.pow(x, y), ((2, 3), (3,)),
+  domain=((0.5, 2), (-2, 2)))
+
 
 COVERED_PROTOCOLS = ("op", "getitem", "at", "method")
 

@@ -314,3 +314,23 @@ def test_compiled_scan_gradient_runs_the_forward_loop_once(ck):
     src = g.lower(w, xs).source
     assert src.count("# loop:") == 2, src
     assert "checkpoint" not in src.split("def driver")[1]
+
+
+@pytest.mark.parametrize("kind", ["while", "scan", "cond"])
+def test_a_value_used_only_in_comparisons_gets_no_cotangent(kind):
+    """As in the Python loop: ``p`` reaches the result only through a comparison, so it gets
+    no cotangent at all (a zero one times exp's infinite derivative would be NaN)."""
+    w = np.array([np.inf, 2.0])
+
+    def f(x, w):
+        p = fnp.exp(w)
+        k = fnp.where(p[0] > 0, 2.0, 3.0)
+        if kind == "while":
+            return ft.while_loop(lambda c: c < 3.0, lambda c: c * k, x)
+        if kind == "scan":
+            return ft.scan(lambda c, r: (c * fnp.where(p[0] > 0, 2.0, 3.0) + r, None), x,
+                           np.ones(3))[0]
+        return ft.cond(x > 0, lambda x, p: x * fnp.where(p[1] > 0, 2.0, 3.0),
+                       lambda x, p: -x, x, p)
+    for g in (ft.grad(f, argnums=1), ft.jit(ft.grad(f, argnums=1))):
+        np.testing.assert_array_equal(g(0.5, w), [0.0, 0.0])

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...core import Graph, Lit, Var
 from ...passes.fusion import Group, OpStep
-from ...passes.loops import inline_checkpoints
+from ...passes.loops import inline_calls
 from ...passes.memory import escaping_values, plan_buffers, step_io, view_bases
 from ...passes.roll import roll_loops
 from .. import reference
@@ -60,7 +60,7 @@ class Program:
     def __init__(self, graph: Graph, parallel: bool = False, donate: tuple = (),
                  no_fuse: frozenset = frozenset(), roll: bool = True):
         # deterministic rewrites, so equation indices are stable across re-plans
-        graph = fold_constants_any_size(inline_checkpoints(graph))
+        graph = fold_constants_any_size(inline_calls(graph))
         if roll:     # unrolled Python loops back into compiled loops (passes.roll)
             graph = roll_loops(graph, body_ok)
         graph = small_dots_as_loops(graph)

@@ -29,7 +29,7 @@ from ... import caches
 from ...core import Eqn, Graph, Lit, Var
 from ...ops.control import loop_slices
 from ...passes.fusion import Group, OpStep, plan_fusion
-from ...passes.loops import inline_checkpoints
+from ...passes.loops import inline_calls
 from ..lowering.plan import fold_constants_any_size
 from ..lowering.spec import Unsupported, build_spec, spec_key
 from .dots import dot_dims, small_dots_as_loops
@@ -79,7 +79,7 @@ class _BodyPlan:
     """The body's fusion plan and kernel specs; every step must be a kernel or a reshape."""
 
     def __init__(self, body: Graph):
-        g = small_dots_as_loops(fold_constants_any_size(inline_checkpoints(body)))
+        g = small_dots_as_loops(fold_constants_any_size(inline_calls(body)))
         for _ in range(4):
             plan = plan_fusion(g, fusible, lambda e: True)
             views = {s.eqn for s in plan.steps if isinstance(s, OpStep)
