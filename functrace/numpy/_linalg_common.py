@@ -2,7 +2,8 @@
 its promotion rule (``common_dtype``, ``prep``: bool and integers compute in float64, float16
 and longdouble are rejected) and argument checks (``assert_stacked_2d``,
 ``assert_stacked_square``, ``uplo``), and small traced helpers (``hermitian_from``: the matrix
-LAPACK sees when it reads one triangle; ``keepdims_reshape``). Imports ``ops`` and
+LAPACK sees when it reads one triangle; ``hermitian_input``: the same matrix with the gradient
+convention of docs/numerics.md; ``keepdims_reshape``). Imports ``ops`` and
 ``numpy._core`` only; the parts, ``_linalg_norms`` and ``_linalg_solvers``, import it.
 """
 
@@ -17,9 +18,11 @@ from ..ops import linalg as _lops
 from ..tracing import current_trace
 from ._core import asarray_any, cast
 
-__all__ = ["EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "NO_VALUE",
+__all__ = ["EigResult", "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult",
+           "NO_VALUE",
            "traced", "common_dtype", "prep", "assert_stacked_2d", "assert_stacked_square",
-           "hermitian_from", "uplo", "keepdims_reshape"]
+           "hermitian_from", "hermitian_input", "GRADIENTS", "check_gradient", "uplo",
+           "keepdims_reshape"]
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -34,6 +37,7 @@ def _result_type(name, fields):
 
 SlogdetResult = _result_type("SlogdetResult", ["sign", "logabsdet"])
 EighResult = _result_type("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = _result_type("EigResult", ["eigenvalues", "eigenvectors"])
 SVDResult = _result_type("SVDResult", ["U", "S", "Vh"])
 QRResult = _result_type("QRResult", ["Q", "R"])
 
@@ -96,6 +100,37 @@ def hermitian_from(a, lower):
     else:
         t, strict = _lops.triu(a), _lops.triu(a, 1)
     return ops.add(t, _lops.matrix_adjoint(strict))
+
+
+GRADIENTS = ("symmetric", "triangle")
+
+
+def check_gradient(gradient):
+    if gradient not in GRADIENTS:
+        raise ValueError(f"gradient must be 'symmetric' (the default) or 'triangle', got "
+                         f"{gradient!r}")
+
+
+def hermitian_input(a, lower, gradient="symmetric"):
+    """The Hermitian matrix read from one triangle of ``a`` (``hermitian_from``), whose value is
+    exactly numpy's input to LAPACK, with one of two gradient conventions (docs/numerics.md):
+
+    * ``"symmetric"`` (the default, JAX's and autograd's cholesky): the derivative is that of
+      ``(a + a^H)/2``, so the gradient is Hermitian. For Hermitian ``a`` both conventions agree
+      along every Hermitian direction; this one is the gradient *within* Hermitian matrices.
+    * ``"triangle"``: the exact derivative of numpy's function, which reads one triangle: the
+      gradient is zero on the other triangle and its off-diagonal entries are doubled.
+
+    The symmetric form is ``stop_gradient(h) + (s - stop_gradient(s))`` with ``s`` the
+    Hermitian part: its value is ``h`` bit for bit (``s - s`` is exactly 0 for finite ``s``),
+    its derivative is ``s``'s to every order.
+    """
+    check_gradient(gradient)
+    h = hermitian_from(a, lower)
+    if gradient == "triangle":
+        return h
+    s = _lops.hermitian_part(a)
+    return ops.add(ops.stop_gradient(h), ops.sub(s, ops.stop_gradient(s)))
 
 
 def uplo(UPLO):

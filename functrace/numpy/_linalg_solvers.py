@@ -1,7 +1,7 @@
 """``functrace.numpy.linalg``'s solvers and decompositions: ``solve``, ``inv``, ``det``,
 ``slogdet``, ``cholesky``, ``eigh``/``eigvalsh``, ``svd``/``svdvals``, ``qr``, and what is built
 on them (``pinv``, ``matrix_power``, ``multi_dot``, ``matrix_rank``, ``cond``, ``tensorinv``,
-``tensorsolve``); ``eig``, ``eigvals`` and ``lstsq`` run eagerly only.
+``tensorsolve``, ``lstsq``), and ``eig``/``eigvals`` (the ``eig`` op of ``ops.matfuncs``).
 
 Each records the primitives of ``functrace.ops.linalg`` and ``ops.decomp``, whose rules make it
 differentiable to any order. Imports ``ops``, ``numpy._core``, ``_linalg_common`` and
@@ -22,13 +22,15 @@ from ._core import asarray_any, cast
 from ._linalg_common import (
     NO_VALUE,
     EighResult,
+    EigResult,
     LinAlgError,
     QRResult,
     SlogdetResult,
     SVDResult,
     assert_stacked_2d,
     assert_stacked_square,
-    hermitian_from,
+    check_gradient,
+    hermitian_input,
     prep,
     traced,
     uplo,
@@ -136,32 +138,47 @@ def slogdet(a):
 # --------------------------------------------------------------------------------------------
 
 
-def cholesky(a, /, *, upper=False):
+def cholesky(a, /, *, upper=False, gradient="symmetric"):
     """numpy.linalg.cholesky: ``L`` with ``a = L @ L^H`` (``U`` with ``a = U^H @ U`` if
     ``upper``).
 
-    Like numpy only one triangle of ``a`` is read (the lower one, the upper one if ``upper``);
-    the gradient is zero on the other triangle.
+    Like numpy only one triangle of ``a`` is read (the lower one, the upper one if ``upper``),
+    so values are numpy's for any input. ``gradient`` (an extension) picks the derivative
+    (docs/numerics.md): ``"symmetric"`` (the default, as JAX and autograd) is the gradient
+    within Hermitian matrices, itself Hermitian; ``"triangle"`` is the exact gradient of
+    numpy's function, zero on the triangle that is not read.
 
     Example:
-        >>> import functrace.numpy as fnp, numpy as np
-        >>> fnp.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 2.0]]))
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> a = np.array([[4.0, 2.0], [2.0, 2.0]])
+        >>> fnp.linalg.cholesky(a)
         array([[2., 0.],
                [1., 1.]])
+        >>> ft.grad(lambda a: fnp.linalg.cholesky(a)[1, 0])(a)
+        array([[-0.125,  0.25 ],
+               [ 0.25 ,  0.   ]])
+        >>> ft.grad(lambda a: fnp.linalg.cholesky(a, gradient="triangle")[1, 0])(a)
+        array([[-0.125,  0.   ],
+               [ 0.5  ,  0.   ]])
     """
     if not traced():
+        check_gradient(gradient)
         return np.linalg.cholesky(a, upper=upper) if upper else np.linalg.cholesky(a)
     (a,) = prep(a)
     assert_stacked_square(a)
-    L = ops.cholesky(hermitian_from(a, not upper))
+    L = ops.cholesky(hermitian_input(a, not upper, gradient))
     return _lops.matrix_adjoint(L) if upper else L
 
 
-def eigh(a, UPLO="L", *, symmetrize_input=False):
+def eigh(a, UPLO="L", *, symmetrize_input=False, gradient="symmetric"):
     """numpy.linalg.eigh: ``EighResult(eigenvalues, eigenvectors)``, eigenvalues ascending.
 
-    Like numpy only the ``UPLO`` triangle is read. ``symmetrize_input=True`` (an extension,
-    JAX's default) decomposes ``(a + a^H)/2`` instead, eagerly too. A function of the
+    Like numpy only the ``UPLO`` triangle is read, so values are numpy's for any input.
+    ``gradient`` (an extension) picks the derivative (docs/numerics.md): ``"symmetric"`` (the
+    default, as JAX) is the gradient within Hermitian matrices, itself Hermitian;
+    ``"triangle"`` is the exact gradient of numpy's function (autograd's), zero on the triangle
+    that is not read. ``symmetrize_input=True`` (an extension, JAX's default) decomposes
+    ``(a + a^H)/2`` instead, eagerly too (its gradient is symmetric either way). A function of the
     eigenvalues alone has a finite gradient even for repeated eigenvalues; eigenvector
     gradients are meaningful for functions that do not depend on each eigenvector's sign
     (phase).
@@ -174,8 +191,16 @@ def eigh(a, UPLO="L", *, symmetrize_input=False):
         >>> ft.grad(lambda a: fnp.sum(fnp.linalg.eigh(a)[0] ** 2))(np.eye(2))  # repeated values
         array([[2., 0.],
                [0., 2.]])
+        >>> a = np.array([[2.0, 1.0], [1.0, 2.0]])
+        >>> ft.grad(lambda a: fnp.linalg.eigh(a)[0][1])(a)
+        array([[0.5, 0.5],
+               [0.5, 0.5]])
+        >>> ft.grad(lambda a: fnp.linalg.eigh(a, gradient="triangle")[0][1])(a)
+        array([[0.5, 0. ],
+               [1. , 0.5]])
     """
     if not traced():
+        check_gradient(gradient)
         if symmetrize_input:
             a = np.asarray(a)
             a = (a + np.conj(np.swapaxes(a, -1, -2))) / 2
@@ -183,13 +208,16 @@ def eigh(a, UPLO="L", *, symmetrize_input=False):
     lower = uplo(UPLO)
     (a,) = prep(a)
     assert_stacked_square(a)
-    h = a if symmetrize_input else hermitian_from(a, lower)
+    h = a if symmetrize_input else hermitian_input(a, lower, gradient)
     w, v = ops.eigh(h, lower)
     return EighResult(w, v)
 
 
-def eigvalsh(a, UPLO="L"):
+def eigvalsh(a, UPLO="L", *, gradient="symmetric"):
     """numpy.linalg.eigvalsh: eigenvalues (ascending) of a Hermitian matrix (``UPLO`` triangle).
+
+    ``gradient`` is ``eigh``'s: Hermitian by default, ``"triangle"`` for the exact gradient of
+    numpy's function. A function of the eigenvalues has a finite gradient even when they repeat.
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -197,13 +225,15 @@ def eigvalsh(a, UPLO="L"):
         array([1., 3.])
     """
     if not traced():
+        check_gradient(gradient)
         return np.linalg.eigvalsh(a, UPLO)
-    return eigh(a, UPLO)[0]
+    return eigh(a, UPLO, gradient=gradient)[0]
 
 
 def _svd_hermitian(a, compute_uv):
-    # numpy's hermitian path: eigh, |w| sorted descending, signs moved into Vh
-    w, u = ops.eigh(hermitian_from(a, True))
+    # numpy's hermitian path: eigh, |w| sorted descending, signs moved into Vh; the gradient
+    # is the symmetric one, as eigh's default
+    w, u = ops.eigh(hermitian_input(a, True))
     s = ops.abs(w)
     last = a.ndim - 2
     if not compute_uv:
@@ -558,19 +588,105 @@ def tensorsolve(a, b, axes=None):
     return ops.reshape(res, old)
 
 
-def _eager_only(name, npfn, hint):
-    def f(*args, **kwargs):
-        if not traced():
-            return npfn(*args, **kwargs)
-        raise NotImplementedError(f"fnp.linalg.{name} is not traceable: {hint}")
-    f.__name__ = name
-    f.__doc__ = (f"numpy.linalg.{name} (eager only: {hint}).\n\n"
-                 f"Example:\n    >>> import functrace.numpy as fnp, numpy as np\n"
-                 f"    >>> fnp.linalg.{name} is not None\n    True\n")
-    return f
+def eig(a):
+    """numpy.linalg.eig: ``EigResult(eigenvalues, eigenvectors)`` of a general square matrix,
+    eigenvectors as unit-norm columns.
+
+    Traced, both are always complex (numpy returns real arrays when every eigenvalue is real:
+    a dtype that depends on values; JAX always returns complex too). Differentiable: the
+    eigenvalues wherever they are distinct; the eigenvectors for functions that do not depend
+    on each eigenvector's phase (sign), as in JAX, since LAPACK's phase choice has no
+    derivative the rule can follow. Terms ``1/(w_j - w_i)`` of equal eigenvalues are masked,
+    as eigh's (docs/numerics.md).
+
+    Example:
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> a = np.array([[2.0, 1.0], [0.0, 3.0]])
+        >>> fnp.linalg.eig(a).eigenvalues
+        array([2., 3.])
+        >>> ft.grad(lambda a: fnp.real(fnp.linalg.eig(a)[0][1]))(a)   # u v^T / (u . v)
+        array([[0., 0.],
+               [1., 1.]])
+    """
+    if not traced():
+        return np.linalg.eig(a)
+    (a,) = prep(a)
+    assert_stacked_square(a)
+    w, v = ops.eig(a, True)
+    return EigResult(w, v)
 
 
-eig = _eager_only("eig", np.linalg.eig, "non-Hermitian eigenvectors are not supported; use "
-                  "eigh for Hermitian matrices")
-eigvals = _eager_only("eigvals", np.linalg.eigvals, "use eigvalsh for Hermitian matrices")
-lstsq = _eager_only("lstsq", np.linalg.lstsq, "use pinv(a) @ b or solve(a.T @ a, a.T @ b)")
+def eigvals(a):
+    """numpy.linalg.eigvals: the eigenvalues of a general square matrix (LAPACK's order).
+
+    Traced, always complex (see ``eig``); differentiable where they are distinct.
+
+    Example:
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> fnp.linalg.eigvals(np.array([[0.0, -1.0], [1.0, 0.0]]))
+        array([0.+1.j, 0.-1.j])
+        >>> ft.grad(lambda a: fnp.sum(fnp.real(fnp.linalg.eigvals(a) ** 2)))(np.eye(2) * 2)
+        array([[4., 0.],
+               [0., 4.]])
+    """
+    if not traced():
+        return np.linalg.eigvals(a)
+    (a,) = prep(a)
+    assert_stacked_square(a)
+    return ops.eig(a, False)[0]
+
+
+def lstsq(a, b, rcond=None):
+    """numpy.linalg.lstsq: ``(x, residuals, rank, s)``, the least-squares solution through the
+    SVD (singular values below ``rcond * s.max()`` are dropped; ``rcond=None`` is
+    ``eps * max(M, N)``, numpy's default).
+
+    Traced, ``residuals`` has numpy's full-rank shape, ``(K,)`` (``(1,)`` for a 1-d ``b``) when
+    M > N and ``(0,)`` otherwise: numpy returns an empty array for a rank-deficient tall
+    matrix, a shape that depends on values, and the traced function returns the residuals
+    computed anyway. ``x``, ``residuals`` and ``s`` are differentiable where the rank does not
+    change and the singular values are distinct; ``rank`` is an integer.
+
+    Example:
+        >>> import functrace as ft, functrace.numpy as fnp, numpy as np
+        >>> a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> x, res, rank, s = fnp.linalg.lstsq(a, np.array([1.0, 1.0, 3.0]))
+        >>> x.round(6), res.round(6), int(rank)
+        (array([1.333333, 1.333333]), array([0.333333]), 2)
+    """
+    if not traced():
+        return np.linalg.lstsq(a, b, rcond)
+    a, b = prep(a, b)
+    if a.ndim != 2:
+        raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
+    m, n = a.shape
+    vec = b.ndim == 1
+    if vec:
+        b = ops.reshape(b, (b.shape[0], 1))
+    if b.ndim != 2 or b.shape[0] != m:
+        raise LinAlgError("Incompatible dimensions")
+    if rcond is None:
+        rcond = np.finfo(a.dtype).eps * builtins.max(m, n)
+    rdt = np.empty(0, a.dtype).real.dtype
+    if builtins.min(m, n) == 0:
+        raise NotImplementedError("traced lstsq of an empty matrix")
+    u, s, vh = ops.svd(a, True)
+    cutoff = ops.mul(np.asarray(rcond, rdt), ops.reduce_max(s, (0,)))
+    large = ops.gt(s, cutoff)
+    one = np.ones((), rdt)
+    sinv = ops.select(large, ops.div(one, ops.select(large, s, one)), np.zeros((), rdt))
+    rank = cast(ops.reduce_sum(cast(large, np.int32), (0,)), np.int32)
+    uhb = _lops.mm(_lops.matrix_adjoint(u), b)                                  # (r, K)
+    y = ops.mul(uhb, _lops.along_rows(cast(sinv, a.dtype), uhb.shape))
+    x = _lops.mm(_lops.matrix_adjoint(vh), y)                                   # (N, K)
+    if m > n:
+        r = ops.sub(b, _lops.mm(a, x))
+        resid = ops.reduce_sum(ops.real(ops.mul(ops.conj(r), r)) if a.dtype.kind == "c"
+                               else ops.mul(r, r), (0,))
+    else:
+        resid = ops.broadcast_in_dim(np.zeros((), rdt), (0,), ())
+    if vec:
+        x = ops.reshape(x, (n,))
+        if m > n:
+            resid = ops.reshape(resid, (1,))
+    return x, resid, rank, s

@@ -12,9 +12,10 @@ traced, holding tracers.
 Choices worth knowing (docs/numerics.md):
 * ``eigh``/``eigvalsh``/``cholesky`` read one triangle of the input, as numpy does (``UPLO``,
   ``upper``): the traced function builds the Hermitian matrix from that triangle, so values equal
-  numpy's for any input and the gradient is that of numpy's function (it is zero on the
-  triangle that is not read). ``eigh(..., symmetrize_input=True)`` uses ``(a + a^H)/2`` instead
-  (JAX's default), whose gradient is Hermitian.
+  numpy's for any input. Their gradient is the symmetric one by default (JAX's; autograd's for
+  cholesky), ``gradient="triangle"`` gives the exact gradient of numpy's function (zero on the
+  triangle that is not read). ``eigh(..., symmetrize_input=True)`` decomposes ``(a + a^H)/2``
+  instead (JAX's default), eagerly too.
 * The 2-norm / Frobenius norm uses the ``l2norm`` op: its gradient at the zero vector is 0.
 * Degenerate eigenvalues / singular values: a function of the values alone has a finite
   gradient (docs/numerics.md).
@@ -27,7 +28,7 @@ their public face and each says it belongs here (``__module__``), as numpy.linal
 """
 
 
-from ._linalg_common import EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult
+from ._linalg_common import EighResult, EigResult, LinAlgError, QRResult, SlogdetResult, SVDResult
 from ._linalg_norms import (
     cross,
     diagonal,
@@ -64,8 +65,9 @@ from ._linalg_solvers import (
     tensorsolve,
 )
 
-__all__ = ["EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky",
-           "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+__all__ = ["EigResult", "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult",
+           "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh",
+           "inv",
            "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose",
            "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
            "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm"]

@@ -12,16 +12,17 @@ re-exported here, so nothing outside ``ops/`` imports it.
 
 from ..core import registry
 from . import (
-               batch_rules,
-               control,
-               decomp,
-               dot,
-               elementwise,
-               indexing,
-               linalg,
-               reduce,
-               shape,
-               special,
+    batch_rules,
+    control,
+    decomp,
+    dot,
+    elementwise,
+    indexing,
+    linalg,
+    matfuncs,
+    reduce,
+    shape,
+    special,
 )
 from ._base import as_array, dtype_of, lit, namespace_of, shape_of
 from .control import *  # noqa: F403
@@ -31,10 +32,11 @@ from .elementwise import *  # noqa: F403
 from .fft import *  # noqa: F403  (ops.fft is the op-level function, not the module)
 from .indexing import *  # noqa: F403
 from .linalg import *  # noqa: F403
+from .matfuncs import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 from .special import *  # noqa: F403
 
 __all__ = ["registry", "as_array", "dtype_of", "lit", "namespace_of", "shape_of", "batch_rules",
-           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "reduce", "shape",
-           "special"]
+           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "matfuncs", "reduce",
+           "shape", "special"]

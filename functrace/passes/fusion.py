@@ -392,11 +392,15 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
             changed = False
             members = {o for i in g.eqns for o in eqns[i].outputs}
             reads = set()
+            viewed = set()      # values the group reads through a non-identity view
+            ident = tuple(range(len(g.shape)))
             for i in g.eqns:
                 for a in eqns[i].inputs:
-                    r = resolve(a, g.shape)[0]
+                    r, amap = resolve(a, g.shape)
                     if isinstance(r, Var) and r not in members:
                         reads.add(r)
+                        if amap not in (ident, ()):
+                            viewed.add(r)
             for i in list(g.eqns):
                 if eqns[i].op.fusion == "shifted":
                     continue
@@ -416,6 +420,10 @@ def _recompute(graph, groups, producer, resolve, reduction_out):
                     cone, leaves = found
                     if shifted_roots and any(o in shifted_roots for j in cone
                                              for o in eqns[j].outputs):
+                        continue
+                    # a value read through a view (x + x.T) must stay outside: kernels read
+                    # member values only at the loop index
+                    if viewed and any(o in viewed for j in cone for o in eqns[j].outputs):
                         continue
                     # at most one new read, replacing the read of ``root`` itself
                     if len(leaves - (reads - {root})) > 1 or \

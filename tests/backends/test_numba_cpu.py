@@ -289,6 +289,23 @@ def test_cheap_values_are_recomputed_from_a_stored_costly_one():
     assert_same(got[0], want[0], 1e-13, atol=1e-13 * np.max(np.abs(want[0])))
 
 
+def test_a_value_read_through_a_view_is_not_recomputed():
+    # e is cheap, but the later group reads it both as e and as e.T: recomputing e there would
+    # make the kernel read a member value through a transpose, which it cannot
+    def fn(x, w):
+        d = ops.dot_general(x, w, (((1,), (0,)), ((), ())))           # BLAS: a separate step
+        e = ops.add(ops.convert_element_type(d, np.float64), np.asarray(1.0))
+        f = ops.sin(ops.add(e, ops.mul(ops.transpose(e, (1, 0)), np.asarray(0.5))))
+        return [ops.sub(f, e)]
+
+    g = graph_of(fn, AVal((40, 40), "float32"), AVal((40, 40), "float32"))
+    rng = np.random.default_rng(5)
+    ex, got, want = run_both(g, [rng.normal(size=(40, 40)).astype(np.float32),
+                                 rng.normal(size=(40, 40)).astype(np.float32)])
+    assert not ex.lower().unsupported, ex.lower().unsupported
+    assert_same(got[0], want[0], 1e-12, atol=1e-12 * np.max(np.abs(want[0])))
+
+
 def test_small_contractions_become_fused_loops():
     from functrace.backends.cpu.dots import SMALL_DOT, small_dots_as_loops
     rng = np.random.default_rng(4)

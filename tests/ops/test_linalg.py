@@ -267,8 +267,6 @@ def test_errors():
         ft.trace(lambda x: LA.norm(x, "fro"))(np.ones(3))
     with pytest.raises(ValueError):
         ft.trace(lambda x: LA.norm(x, 3))(np.ones((2, 2)))
-    with pytest.raises(NotImplementedError):
-        ft.trace(LA.eig)(A4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,6 +348,9 @@ def test_rules_with_no_cotangent():
 # --------------------------------------------------------------------------------------------
 
 W4 = randn((4, 4), seed=9)
+# cholesky/eigh default to the symmetric gradient (docs/numerics.md); central differences of
+# numpy's function along arbitrary directions check the exact one, gradient="triangle"
+TRI = "triangle"
 W53 = randn((5, 3), seed=9)
 
 
@@ -364,15 +365,16 @@ GRAD_CASES = [
     ("det_batched", lambda a: fnp.sum(LA.det(a) ** 2), Ab),
     ("slogdet", lambda a: LA.slogdet(a)[1], A4),
     ("slogdet_sign", lambda a: LA.slogdet(a)[0] * LA.slogdet(a)[1], -A4),
-    ("cholesky", lambda a: fnp.sum(LA.cholesky(a) * W4), S4),
-    ("cholesky_upper", lambda a: fnp.sum(LA.cholesky(a, upper=True) * W4), S4),
-    ("cholesky_batched", lambda a: fnp.sum(fnp.log(fnp.diagonal(LA.cholesky(a), 0, -2, -1))),
-     Sb),
-    ("eigh_w", lambda a: fnp.sum(LA.eigh(a)[0] * np.arange(1.0, 5.0)), A4),
-    ("eigh_v", lambda a: fnp.sum(LA.eigh(a)[1] ** 2 * W4), A4),
-    ("eigh_U", lambda a: fnp.sum(LA.eigh(a, "U")[1] ** 2 * W4) + LA.eigh(a, "U")[0][0], A4),
+    ("cholesky", lambda a: fnp.sum(LA.cholesky(a, gradient=TRI) * W4), S4),
+    ("cholesky_upper", lambda a: fnp.sum(LA.cholesky(a, upper=True, gradient=TRI) * W4), S4),
+    ("cholesky_batched",
+     lambda a: fnp.sum(fnp.log(fnp.diagonal(LA.cholesky(a, gradient=TRI), 0, -2, -1))), Sb),
+    ("eigh_w", lambda a: fnp.sum(LA.eigh(a, gradient=TRI)[0] * np.arange(1.0, 5.0)), A4),
+    ("eigh_v", lambda a: fnp.sum(LA.eigh(a, gradient=TRI)[1] ** 2 * W4), A4),
+    ("eigh_U", lambda a: fnp.sum(LA.eigh(a, "U", gradient=TRI)[1] ** 2 * W4)
+     + LA.eigh(a, "U", gradient=TRI)[0][0], A4),
     ("eigh_sym", lambda a: fnp.sum(LA.eigh(a, symmetrize_input=True)[1] ** 2 * W4), A4),
-    ("eigvalsh_batched", lambda a: fnp.sum(LA.eigvalsh(a) ** 3), Sb),
+    ("eigvalsh_batched", lambda a: fnp.sum(LA.eigvalsh(a, gradient=TRI) ** 3), Sb),
     ("svd_s", lambda a: fnp.sum(LA.svd(a, compute_uv=False) * np.arange(1.0, 4.0)), T53),
     ("svd_uv_tall", lambda a: fnp.sum(fnp.matmul(*LA.svd(a, full_matrices=False)[::2]) * W53)
      + fnp.sum(LA.svd(a, full_matrices=False)[0] ** 2 * W53), T53),
@@ -436,9 +438,9 @@ SECOND = [
     ("solve", lambda a: fnp.sum(LA.solve(a, B4) * B4), A4),
     ("det", LA.det, A4),
     ("slogdet", lambda a: LA.slogdet(a)[1], A4),
-    ("cholesky", lambda a: fnp.sum(LA.cholesky(a) * W4), S4),
-    ("eigh_w", lambda a: fnp.sum(LA.eigh(a)[0] ** 2 * np.arange(1.0, 5.0)), A4),
-    ("eigh_v", lambda a: fnp.sum(LA.eigh(a)[1] ** 2 * W4), A4),
+    ("cholesky", lambda a: fnp.sum(LA.cholesky(a, gradient=TRI) * W4), S4),
+    ("eigh_w", lambda a: fnp.sum(LA.eigh(a, gradient=TRI)[0] ** 2 * np.arange(1.0, 5.0)), A4),
+    ("eigh_v", lambda a: fnp.sum(LA.eigh(a, gradient=TRI)[1] ** 2 * W4), A4),
     ("svd_s", lambda a: fnp.sum(LA.svdvals(a) * np.arange(1.0, 4.0)), T53),
     ("qr", lambda a: fnp.sum(LA.qr(a)[0] * W53), T53),
 ]
@@ -469,9 +471,9 @@ COMPLEX = [
     ("solve", lambda a: fnp.sum(fnp.real(LA.solve(a, WC) * WC)), C3),
     ("det", lambda a: fnp.abs(LA.det(a)), C3),
     ("slogdet", lambda a: LA.slogdet(a)[1] + fnp.real(LA.slogdet(a)[0] * (1 + 2j)), C3),
-    ("cholesky", lambda a: fnp.sum(fnp.real(LA.cholesky(a) * WC)), H3),
-    ("eigh", lambda a: fnp.sum(LA.eigh(a)[0] * np.arange(3.0))
-     + fnp.sum(fnp.abs(LA.eigh(a)[1]) ** 2 * fnp.real(WC)), C3),
+    ("cholesky", lambda a: fnp.sum(fnp.real(LA.cholesky(a, gradient=TRI) * WC)), H3),
+    ("eigh", lambda a: fnp.sum(LA.eigh(a, gradient=TRI)[0] * np.arange(3.0))
+     + fnp.sum(fnp.abs(LA.eigh(a, gradient=TRI)[1]) ** 2 * fnp.real(WC)), C3),
     ("svd", lambda a: fnp.sum(LA.svdvals(a) ** 2 * np.arange(3.0))
      + fnp.sum(fnp.real(fnp.matmul(*LA.svd(a, full_matrices=False)[::2]) * WC)), C3),
     ("svd_tall_u", lambda a: fnp.sum(fnp.abs(LA.svd(a, full_matrices=False)[0]) ** 2
@@ -545,7 +547,7 @@ def test_eigh_degenerate_subspace_invariant_function():
     wts = randn((4, 4), seed=18)
 
     def f(x):
-        v = LA.eigh(x)[1][:, :2]
+        v = LA.eigh(x, gradient=TRI)[1][:, :2]
         return fnp.sum(fnp.matmul(v, v.T) * wts)
     check_grad(f, a, rtol=1e-5)
 
@@ -571,8 +573,9 @@ FWD = [
     ("solve", lambda a: LA.solve(a, B4), A4),
     ("det", LA.det, Ab),
     ("slogdet", lambda a: LA.slogdet(a)[1], A4),
-    ("cholesky", LA.cholesky, Sb),
-    ("eigh", lambda a: LA.eigh(a)[0] + fnp.sum(LA.eigh(a)[1] ** 2, axis=0), A4),
+    ("cholesky", lambda a: LA.cholesky(a, gradient=TRI), Sb),
+    ("eigh", lambda a: LA.eigh(a, gradient=TRI)[0]
+     + fnp.sum(LA.eigh(a, gradient=TRI)[1] ** 2, axis=0), A4),
     ("svd", lambda a: fnp.matmul(*LA.svd(a, full_matrices=False)[::2]) + LA.svdvals(a), T53),
     ("svd_wide", lambda a: LA.svd(a, full_matrices=False)[0] ** 2, W35),
     ("qr", lambda a: LA.qr(a)[0] + 1.0, T53),

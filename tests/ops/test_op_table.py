@@ -84,6 +84,11 @@ def test_table_covers_every_public_fnp_function():
     functions |= {f"fft.{n}" for n in fnp.fft.__all__}     # rows name fnp.fft's as "fft.<f>"
     import functrace.scipy.signal as fsig
     functions |= {f"scipy.signal.{n}" for n in fsig.__all__}
+    # fnp.linalg's and functrace.scipy.linalg's functions: rows "linalg.<f>", "scipy.linalg.<f>"
+    import functrace.scipy.linalg as fsl
+    functions |= {f"linalg.{n}" for n in fnp.linalg.__all__
+                  if not isinstance(getattr(fnp.linalg, n), type)}
+    functions |= {f"scipy.linalg.{n}" for n in fsl.__all__}
     # index expressions (fnp.r_[...], fnp.c_[...]) are objects with __getitem__: rows too
     functions |= {n for n in public if type(getattr(fnp, n)).__name__ == "_Concatenator"}
     covered = {c.covers for c in CASES}

@@ -940,6 +940,175 @@ B("einsum:int", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
 B("einsum:mixed", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
   dtypes=(("float32", "int32"),), order=1)
 
+# ---- linear algebra: functrace.numpy.linalg and functrace.scipy.linalg ---------------------
+# Rows cover "linalg.<name>" and "scipy.linalg.<name>": test_op_table checks that every public
+# function of both has a row. Domains keep the functions smooth: well-conditioned matrices,
+# distinct eigenvalues and singular values. cholesky/eigh rows build their Hermitian input
+# inside the function (x @ x.T + 3 I): the default symmetric gradient and numpy's one-triangle
+# function then agree along every direction; ``:triangle`` rows check the exact gradient.
+import scipy.linalg as _sla  # noqa: E402
+
+import functrace.scipy.linalg as fsl  # noqa: E402
+
+
+def BS(name, f, shapes, **kw):
+    """A row written once for (fnp, functrace.scipy.linalg) and (np, scipy.linalg)."""
+    CASES.append(OpCase(name, lambda *a, **k: f(fnp, fsl, *a, **k), tuple(shapes),
+                        np_fn=lambda *a, **k: f(np, _sla, *a, **k), **kw))
+
+
+def _mats(*specs):
+    """A domain: one array per spec, ``("gen", shape)`` well-conditioned square (stack),
+    ``("spd", shape)`` Hermitian positive definite, ``("tri", shape)`` triangular-friendly
+    (a strong diagonal), ``("sqrt", shape)`` eigenvalues with positive real parts, or a shape
+    (standard normal)."""
+    def d(rng):
+        out = []
+        for sp in specs:
+            kind, shape = sp if sp and isinstance(sp[0], str) else ("any", sp)
+            x = rng.standard_normal(shape)
+            n = shape[-1] if shape else 1
+            if kind == "gen":
+                x = x + 2.5 * n ** 0.5 * np.eye(n)
+            elif kind == "spd":
+                x = x @ np.swapaxes(x, -1, -2) + n * np.eye(n)
+            elif kind == "tri":
+                x = x + 3.0 * np.eye(n)
+            elif kind == "sqrt":
+                x = 0.3 * x + (x @ np.swapaxes(x, -1, -2) + n * np.eye(n)) / n
+            out.append(x)
+        return out
+    return d
+
+
+def _h(m, x):
+    """A Hermitian positive definite matrix built from any ``x``: x x^T + 3 I (in x's dtype,
+    so a float32 row stays float32)."""
+    return m.matmul(x, m.swapaxes(x, -1, -2)) + 3.0 * m.eye(x.shape[-1], dtype=x.dtype)
+
+
+_G3, _S3 = ("gen", (3, 3)), ("spd", (3, 3))
+_LA = [
+    ("cholesky:sym", lambda m, x: m.linalg.cholesky(_h(m, x)), ((3, 3),), {}),
+    ("cholesky:triangle", lambda m, a: m.linalg.cholesky(a, **({"gradient": "triangle"} if m
+                                                               is fnp else {})), (_S3,), F64),
+    ("cholesky:upper", lambda m, x: m.linalg.cholesky(_h(m, x), upper=True), ((3, 3),), F64),
+    ("cond:2", lambda m, a: m.linalg.cond(a), (_G3,), F64),
+    ("cond:fro", lambda m, a: m.linalg.cond(a, "fro"), (_G3,), F64),
+    ("cross:bcast", lambda m, a, b: m.linalg.cross(a, b), ((2, 3), (3,)), F64),
+    ("det:3x3", lambda m, a: m.linalg.det(a), (_G3,), {}),
+    ("diagonal:offset", lambda m, a: m.linalg.diagonal(a, offset=1), ((2, 3, 3),), F64),
+    # eigenvectors only through a phase-invariant function: V diag(w^2) V^-1 (= a @ a)
+    ("eig:invariant", lambda m, a: (lambda w, v: m.real(m.matmul(v * w ** 2,
+                                                                 m.linalg.inv(v))))(
+        *m.linalg.eig(a)), (_G3,), {}),
+    ("eigvals:power_sums", lambda m, a: (lambda w: m.stack([m.real(m.sum(w ** 2)),
+                                                           m.real(m.prod(w))]))(
+        m.linalg.eigvals(a)), (_G3,), {}),
+    ("eigh:sym", lambda m, x: (lambda w, v: (w, v ** 2))(*m.linalg.eigh(_h(m, x))),
+     ((3, 3),), {}),
+    ("eigh:triangle_U", lambda m, a: (lambda w, v: (w, v ** 2))(*m.linalg.eigh(
+        a, "U", **({"gradient": "triangle"} if m is fnp else {}))), (_G3,), F64),
+    ("eigvalsh:sym", lambda m, x: m.linalg.eigvalsh(_h(m, x)), ((2, 3, 3),), {}),
+    ("inv:3x3", lambda m, a: m.linalg.inv(a), (_G3,), {}),
+    ("lstsq:tall_vec", lambda m, a, b: m.linalg.lstsq(a, b), ((5, 3), (5,)), {}),
+    ("lstsq:wide_mat", lambda m, a, b: m.linalg.lstsq(a, b), ((3, 5), (3, 2)), F64),
+    ("matmul:batched", lambda m, a, b: m.linalg.matmul(a, b), ((2, 2, 3), (3, 2)), F64),
+    ("matrix_norm:fro", lambda m, a: m.linalg.matrix_norm(a), ((2, 3, 3),), {}),
+    ("matrix_norm:nuc", lambda m, a: m.linalg.matrix_norm(a, ord="nuc", keepdims=True),
+     ((2, 3, 4),), F64),
+    ("matrix_power:3", lambda m, a: m.linalg.matrix_power(a, 3), (_G3,), F64),
+    ("matrix_power:neg", lambda m, a: m.linalg.matrix_power(a, -2), (_G3,), F64),
+    ("matrix_rank:plain", lambda m, a: m.linalg.matrix_rank(a), (_G3,), dict(order=None)),
+    ("matrix_transpose:batched", lambda m, a: m.linalg.matrix_transpose(a), ((2, 3, 4),),
+     F64),
+    ("multi_dot:chain4", lambda m, a, b, c, d: m.linalg.multi_dot([a, b, c, d]),
+     ((3,), (3, 4), (4, 2), (2, 5)), {}),
+    ("multi_dot:two", lambda m, a, b: m.linalg.multi_dot([a, b]), ((2, 3), (3, 2)), F64),
+    ("norm:vec", lambda m, a: m.linalg.norm(a), ((4,),), F64),
+    ("norm:mat_inf", lambda m, a: m.linalg.norm(a, np.inf), ((3, 3),), F64),
+    ("outer:vec", lambda m, a, b: m.linalg.outer(a, b), ((2,), (3,)), F64),
+    ("pinv:tall", lambda m, a: m.linalg.pinv(a), ((4, 3),), F64),
+    ("qr:tall", lambda m, a: m.linalg.qr(a), ((4, 3),), F64),
+    ("slogdet:3x3", lambda m, a: m.linalg.slogdet(a), (_G3,), F64),
+    ("solve:mat", lambda m, a, b: m.linalg.solve(a, b), (_G3, (3, 2)), {}),
+    ("svd:invariant", lambda m, a: (lambda u, s, vh: (u ** 2, s, vh ** 2))(
+        *m.linalg.svd(a, full_matrices=False)), ((4, 3),), F64),
+    ("svdvals:batched", lambda m, a: m.linalg.svdvals(a), ((2, 3, 4),), F64),
+    ("tensordot:axes1", lambda m, a, b: m.linalg.tensordot(a, b, axes=1), ((2, 3), (3, 2)),
+     F64),
+    ("tensorinv:ind1", lambda m, a: m.linalg.tensorinv(m.reshape(a, (4, 2, 2)), ind=1),
+     (("gen", (4, 4)),), F64),
+    ("tensorsolve:plain", lambda m, a, b: m.linalg.tensorsolve(m.reshape(a, (2, 2, 2, 2)), b),
+     (("gen", (4, 4)), (2, 2)), F64),
+    ("trace:batched", lambda m, a: m.linalg.trace(a), ((2, 3, 3),), F64),
+    ("vecdot:bcast", lambda m, a, b: m.linalg.vecdot(a, b), ((2, 3), (3,)), F64),
+    ("vector_norm:axes", lambda m, a: m.linalg.vector_norm(a, axis=(0, 2), ord=3),
+     ((2, 3, 2),), {}),
+    ("vector_norm:all", lambda m, a: m.linalg.vector_norm(a, keepdims=True), ((2, 3),), F64),
+]
+for _n, _f, _sp, _kw in _LA:
+    _kw = {"dtypes": _kw} if isinstance(_kw, tuple) else dict(_kw)
+    _shapes = tuple(sp[1] if sp and isinstance(sp[0], str) else sp for sp in _sp)
+    B(f"linalg.{_n}", _f, _shapes, domain=_mats(*_sp), **_kw)
+
+
+_SLA = [
+    ("solve_triangular:lower", lambda m, sl, a, b: sl.solve_triangular(a, b, lower=True),
+     (("tri", (3, 3)), (3, 2)), {}),
+    ("solve_triangular:trans_unit", lambda m, sl, a, b: sl.solve_triangular(
+        a, b, trans="T", unit_diagonal=True), (("tri", (3, 3)), (3,)), F64),
+    ("solve_triangular:batched", lambda m, sl, a, b: sl.solve_triangular(a, b, trans=2),
+     (("tri", (2, 3, 3)), (3,)), F64),
+    ("cho_factor:upper", lambda m, sl, x: sl.cho_factor(_h(m, x))[0], ((3, 3),), {}),
+    ("cho_factor:lower", lambda m, sl, x: sl.cho_factor(_h(m, x), lower=True)[0], ((3, 3),),
+     F64),
+    ("cho_solve:upper", lambda m, sl, x, b: sl.cho_solve(sl.cho_factor(_h(m, x)), b),
+     ((3, 3), (3, 2)), {}),
+    ("cho_solve:lower_vec", lambda m, sl, c, b: sl.cho_solve((c, True), b),
+     (("tri", (3, 3)), (3,)), F64),
+    ("cholesky:upper", lambda m, sl, x: sl.cholesky(_h(m, x)), ((3, 3),), {}),
+    ("cholesky:lower_batched", lambda m, sl, x: sl.cholesky(_h(m, x), lower=True),
+     ((2, 3, 3),), F64),
+    ("cholesky:triangle", lambda m, sl, a: sl.cholesky(a, **({"gradient": "triangle"} if sl
+                                                             is fsl else {})), (_S3,), F64),
+    ("lu_factor:square", lambda m, sl, a: sl.lu_factor(a), ((3, 3),), {}),
+    ("lu_factor:tall", lambda m, sl, a: sl.lu_factor(a), ((4, 3),), F64),
+    ("lu_factor:wide", lambda m, sl, a: sl.lu_factor(a), ((3, 4),), F64),
+    ("lu_solve:plain", lambda m, sl, a, b: sl.lu_solve(sl.lu_factor(a), b), (_G3, (3, 2)), {}),
+    ("lu_solve:trans", lambda m, sl, a, b: sl.lu_solve(sl.lu_factor(a), b, trans=1),
+     (_G3, (3,)), F64),
+    ("lu:plu", lambda m, sl, a: sl.lu(a), ((3, 3),), F64),
+    ("lu:permute_l_tall", lambda m, sl, a: sl.lu(a, permute_l=True), ((4, 3),), F64),
+    ("lu:p_indices_wide", lambda m, sl, a: sl.lu(a, p_indices=True), ((3, 4),), F64),
+    ("expm:3x3", lambda m, sl, a: sl.expm(a), ((3, 3),), {}),
+    ("expm:batched", lambda m, sl, a: sl.expm(a), ((2, 3, 3),), F64),
+    ("sqrtm:nonsymmetric", lambda m, sl, a: sl.sqrtm(a), (("sqrt", (3, 3)),), {}),
+    ("block_diag:mixed", lambda m, sl, a, b, c: sl.block_diag(a, b, c), ((2, 2), (3,), ()),
+     {}),
+    ("inv:general", lambda m, sl, a: sl.inv(a), (_G3,), F64),
+    ("inv:pos", lambda m, sl, x: sl.inv(_h(m, x), assume_a="pos"), ((3, 3),), F64),
+    ("solve:vec", lambda m, sl, a, b: sl.solve(a, b), (_G3, (3,)), F64),
+    ("solve:pos_lower", lambda m, sl, x, b: sl.solve(_h(m, x), b, assume_a="pos", lower=True),
+     ((3, 3), (3, 2)), F64),
+    ("solve:transposed", lambda m, sl, a, b: sl.solve(a, b, transposed=True), (_G3, (3, 2)),
+     F64),
+    ("det:batched", lambda m, sl, a: sl.det(a), (("gen", (2, 3, 3)),), F64),
+    ("eigh:vectors", lambda m, sl, x: (lambda w, v: (w, v ** 2))(*sl.eigh(_h(m, x))),
+     ((3, 3),), F64),
+    ("eigh:values_subset", lambda m, sl, x: sl.eigh(_h(m, x), eigvals_only=True,
+                                                   subset_by_index=(1, 2)), ((3, 3),), F64),
+    ("svd:invariant", lambda m, sl, a: (lambda u, s, vh: (u ** 2, s, vh ** 2))(
+        *sl.svd(a, full_matrices=False)), ((3, 4),), F64),
+    ("svd:values", lambda m, sl, a: sl.svd(a, compute_uv=False), ((4, 3),), F64),
+    ("qr:economic", lambda m, sl, a: sl.qr(a, mode="economic"), ((4, 3),), F64),
+    ("qr:r_tall", lambda m, sl, a: sl.qr(a, mode="r"), ((4, 3),), F64),
+]
+for _n, _f, _sp, _kw in _SLA:
+    _kw = {"dtypes": _kw} if isinstance(_kw, tuple) else dict(_kw)
+    _shapes = tuple(sp[1] if sp and isinstance(sp[0], str) else sp for sp in _sp)
+    BS(f"scipy.linalg.{_n}", _f, _shapes, domain=_mats(*_sp), **_kw)
+
 # ---- fft (functrace.numpy.fft) ---------------------------------------------------------------
 # Rows name ``fft.<f>``. Complex spectra are returned as stacked real and imaginary parts (the
 # gradient checks take a real loss), and complex inputs are built from two real arguments,
