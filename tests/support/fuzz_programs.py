@@ -835,7 +835,7 @@ BODY_KINDS = (["unary"] * 4 + ["binary"] * 4 + ["binary_c"] * 2 + ["reduce"] * 2
               ["where", "ipow", "clip", "view", "matmul", "broadcast"])
 NESTED_KINDS = ["cond", "fori"]
 #: the fraction of programs with control flow is 1 / CONTROL_ONE_IN
-CONTROL_ONE_IN = 6
+CONTROL_ONE_IN = 10
 
 
 def _draw_body(draw, in_shapes, dt, rng, depth, min_steps=1, max_steps=3):
