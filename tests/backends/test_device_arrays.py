@@ -75,7 +75,10 @@ CUPY_OPERATOR_ROWS = {"op:rmatmul_array", "op:ndarray_lhs", "method:take", "zero
                       "zeros:dtype", "ones:shape", "ones:int", "full:value", "eye:square",
                       "eye:rect_k", "identity:plain", "tri:plain", "arange:int",
                       "arange:float_step", "linspace:static", "logspace:static",
-                      "geomspace:static", "indices:plain", "fft.fftfreq:static"}
+                      "geomspace:static", "indices:plain", "fft.fftfreq:static",
+                      # x @ x.T + 3 * fnp.eye(n): fnp.eye makes a numpy array
+                      "linalg.cholesky:sym", "linalg.cholesky:upper", "linalg.eigh:sym",
+                      "linalg.eigvalsh:sym"}
 # functrace.scipy's eager calls are scipy's own, on the host: device arrays for them need
 # cupyx.scipy, which is not wired in yet (a known gap of the scientific-surface issue)
 ROWS = [(c, dt) for c, dt in backend_rows(False)
