@@ -292,6 +292,24 @@ def bench_hessian(n=200):
 # 4. recurrence
 # --------------------------------------------------------------------------------------------
 
+def jit_cold(fn, *args):
+    """``ft.jit(fn, eager=True)`` and its first call with an empty kernel cache (the full
+    compile cost): (jitted, first result, seconds)."""
+    with tempfile.TemporaryDirectory() as d:
+        old = os.environ.get("FUNCTRACE_CACHE_DIR")
+        os.environ["FUNCTRACE_CACHE_DIR"] = d
+        try:
+            jitted = ft.jit(fn, eager=True)
+            t0 = time.perf_counter()
+            out = jitted(*args)
+            return jitted, out, time.perf_counter() - t0
+        finally:
+            if old is None:
+                del os.environ["FUNCTRACE_CACHE_DIR"]
+            else:
+                os.environ["FUNCTRACE_CACHE_DIR"] = old
+
+
 def rnn_loss(W, xs, m=fnp):
     h = m.zeros(W.shape[0])
     for t in range(xs.shape[0]):
@@ -319,19 +337,7 @@ def bench_rnn(T=200, n=16):
     xs = rng.normal(size=(T, n))
     ref = rnn_hand(W, xs)
     interp = ft.grad(rnn_loss)
-    with tempfile.TemporaryDirectory() as d:   # a cold disk cache: the full compile cost
-        old = os.environ.get("FUNCTRACE_CACHE_DIR")
-        os.environ["FUNCTRACE_CACHE_DIR"] = d
-        try:
-            jitted = ft.jit(ft.grad(rnn_loss), eager=True)
-            t0 = time.perf_counter()
-            out = jitted(W, xs)
-            compile_s = time.perf_counter() - t0
-        finally:
-            if old is None:
-                del os.environ["FUNCTRACE_CACHE_DIR"]
-            else:
-                os.environ["FUNCTRACE_CACHE_DIR"] = old
+    jitted, out, compile_s = jit_cold(ft.grad(rnn_loss), W, xs)
     check("rnn jit", [out], [ref], 1e-12)
     check("rnn interp", [interp(W, xs)], [ref], 1e-12)
     fns = {"numpy (hand)": lambda: rnn_hand(W, xs), "functrace interp": lambda: interp(W, xs),
@@ -404,19 +410,7 @@ def bench_scan_rnn(T=200, n=16):
     t0 = time.perf_counter()
     check("scan rnn numba", [hand(W, xs)], [ref], 1e-12)
     numba_s = time.perf_counter() - t0
-    with tempfile.TemporaryDirectory() as d:   # a cold disk cache: the full compile cost
-        old = os.environ.get("FUNCTRACE_CACHE_DIR")
-        os.environ["FUNCTRACE_CACHE_DIR"] = d
-        try:
-            jitted = ft.jit(ft.grad(rnn_scan_loss), eager=True)
-            t0 = time.perf_counter()
-            out = jitted(W, xs)
-            compile_s = time.perf_counter() - t0
-        finally:
-            if old is None:
-                del os.environ["FUNCTRACE_CACHE_DIR"]
-            else:
-                os.environ["FUNCTRACE_CACHE_DIR"] = old
+    jitted, out, compile_s = jit_cold(ft.grad(rnn_scan_loss), W, xs)
     check("scan rnn jit", [out], [ref], 1e-12)
     interp = ft.grad(rnn_scan_loss)
     check("scan rnn interp", [interp(W, xs)], [ref], 1e-12)
