@@ -2,9 +2,11 @@
 
 ``convolve``, ``correlate`` (modes full/same/valid; method direct/fft/auto), ``convolve2d``,
 ``correlate2d`` (boundary fill/wrap/symm with ``fillvalue``) and ``fftconvolve`` (``axes``),
-with scipy's signatures. Outside a transform each *is* scipy's function (scipy is imported on
-first use). Inside one it is written with ``functrace.numpy``, so gradients flow to both
-inputs, to any order:
+with scipy's signatures; ``convolve`` also takes autograd's ``axes``/``dot_axes`` (the
+batched, multi-channel convolution of a conv net). Outside a transform each *is* scipy's
+function (scipy is imported on first use), except ``convolve`` with ``axes``/``dot_axes``,
+which scipy does not have. Inside one it is written with ``functrace.numpy``, so gradients
+flow to both inputs, to any order:
 
 * **direct**: the full convolution of ``a`` with a kernel ``k`` of shape K is
   ``out[i] = sum_u rev(k)[u] * P[i + u]`` with ``P`` the signal padded by ``K - 1`` on each
@@ -18,6 +20,9 @@ inputs, to any order:
   integer or bool arrays (exact integer results, as scipy), else fft: with gradients, fft is
   the faster of the two from about 9 kernel elements on (1e4 x 9 in 1-D, 64x64 * 3x3 in 2-D,
   measured). scipy's own choice (timings) may differ; values agree to rounding.
+* **axes/dot_axes** (autograd's extension): always direct. The kept and summed axes ride
+  along with the windows, and the one ``tensordot`` sums over the dot axes and the kernel's
+  elements together (im2col), so a conv layer is one BLAS product.
 
 dtypes are scipy's: ``result_type`` of the inputs for direct, float32 stays float32 through
 fft. Imports ``functrace.numpy`` and ``functrace.tracing`` only.
@@ -91,19 +96,30 @@ def _is_exact(dt) -> bool:
 # the direct method
 # --------------------------------------------------------------------------------------------
 
-def _direct_conv(sig, ker, starts, lengths, pad_kw=None):
+def _direct_conv(sig, ker, starts, lengths, pad_kw=None, n_dot=0):
     """``full(sig * ker)[start : start + length]`` per axis, as one contraction of the shifted
     windows of the padded signal with the reversed kernel. ``pad_kw``: how the signal is
-    extended (``fnp.pad`` keywords; default zeros)."""
-    K = ker.shape
-    P = fnp.pad(sig, [(k - 1, k - 1) for k in K], **(pad_kw or {}))
-    w = fnp.flip(ker) if ker.ndim else ker
+    extended (``fnp.pad`` keywords; default zeros).
+
+    The convolved axes are the last ``len(starts)`` axes of both operands; the ``n_dot`` axes
+    before them are summed over (their sizes agree), and the leading axes of each operand are
+    kept as an outer product: ``(sig's leading, conv, ker's leading)`` is the result's
+    layout. With neither, this is scipy's n-dimensional convolution."""
+    nc = len(starts)
+    K = ker.shape[ker.ndim - nc:]
+    pad = [(0, 0)] * (sig.ndim - nc) + [(k - 1, k - 1) for k in K]
+    P = fnp.pad(sig, pad, **(pad_kw or {}))
+    w = fnp.flip(ker, axis=tuple(range(ker.ndim - nc, ker.ndim))) if nc else ker
+    lead = (slice(None),) * (sig.ndim - nc)
     windows = []
     for u in itertools.product(*[range(k) for k in K]):
         idx = tuple(slice(s + ui, s + ui + n) for s, ui, n in zip(starts, u, lengths))
-        windows.append(P[idx])
+        windows.append(P[lead + idx])
     stacked = fnp.stack(windows, axis=-1)
-    return fnp.tensordot(stacked, fnp.reshape(w, (-1,)), axes=([-1], [0]))
+    w = fnp.reshape(w, ker.shape[:ker.ndim - nc] + (-1,))
+    ns, nk = sig.ndim - nc - n_dot, ker.ndim - nc - n_dot
+    return fnp.tensordot(stacked, w, axes=([*range(ns, ns + n_dot), stacked.ndim - 1],
+                                           [*range(nk, nk + n_dot), w.ndim - 1]))
 
 
 def _conv_direct(a, b, mode, same_start=None, pad_kw=None):
@@ -213,14 +229,32 @@ def _method(method, a, b, mode):
     return method
 
 
-def convolve(in1, in2, mode="full", method="auto"):
+def convolve(in1, in2, mode="full", method="auto", *, axes=None, dot_axes=None):
     """scipy.signal.convolve: the n-dimensional convolution of two arrays of equal ndim.
+
+    ``axes`` and ``dot_axes`` (keyword only) are autograd's extension of scipy's signature
+    (``autograd.scipy.signal.convolve``), the layer of a convolutional net: ``axes=(axes_1,
+    axes_2)`` pairs the axes that are convolved, ``dot_axes=(dot_1, dot_2)`` pairs axes that are
+    summed over (as ``tensordot``), and every other axis of either input is kept as an outer
+    product. The result's axes are in1's kept axes, then in2's, then the convolved ones::
+
+        out[i, j, n] = sum_d convolve(in1[i, d, :], in2[j, d, :], mode)[n]
+
+    Without ``axes``, every axis that is not a dot axis is convolved, in order. The inputs may
+    then differ in ndim; they are computed directly (``method`` 'auto' or 'direct'), eagerly
+    too (scipy has no such arguments).
 
     Example:
         >>> import functrace.scipy.signal as fsig, numpy as np
         >>> fsig.convolve(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 0.5]), mode="same")
         array([1. , 2.5, 4. ])
+        >>> images, filters = np.ones((8, 3, 28, 28)), np.ones((3, 6, 5, 5))
+        >>> fsig.convolve(images, filters, axes=([2, 3], [2, 3]), dot_axes=([1], [0]),
+        ...               mode="valid").shape
+        (8, 6, 24, 24)
     """
+    if axes is not None or dot_axes is not None:
+        return _conv_axes(in1, in2, mode, method, axes, dot_axes)
     if not _traced():
         return _scipy_signal().convolve(in1, in2, mode, method)
     a, b = _prep(in1, in2)
@@ -233,6 +267,75 @@ def convolve(in1, in2, mode="full", method="auto"):
     if _method(method, a, b, mode) == "fft":
         return _fft_conv(a, b, mode, list(range(a.ndim)))
     return _conv_direct(a, b, mode)
+
+
+def _axis_list(axes, ndim, what):
+    out = [int(ax) for ax in (axes if isinstance(axes, list | tuple) else [axes])]
+    if any(not -ndim <= ax < ndim for ax in out):
+        raise ValueError(f"convolve: {what} {axes} out of range for an array of ndim {ndim}")
+    out = [ax % ndim for ax in out]
+    if len(set(out)) != len(out):
+        raise ValueError(f"convolve: repeated axis in {what} {axes}")
+    return out
+
+
+def _axis_pair(pair, ndims, what):
+    if not isinstance(pair, list | tuple) or len(pair) != 2:
+        raise ValueError(f"convolve: {what} must be a pair (axes of in1, axes of in2), got "
+                         f"{pair!r}")
+    first, second = (_axis_list(p, n, what) for p, n in zip(pair, ndims))
+    if len(first) != len(second):
+        raise ValueError(f"convolve: {what} pairs {len(first)} axes of in1 with "
+                         f"{len(second)} of in2")
+    return first, second
+
+
+def _conv_axes(in1, in2, mode, method, axes, dot_axes):
+    """autograd's ``convolve(A, B, axes, dot_axes, mode)``, by the direct method."""
+    a, b = fnp.asarray(in1), fnp.asarray(in2)
+    dt = np.result_type(a.dtype, b.dtype)
+    a, b = fnp.asarray(a, dtype=dt), fnp.asarray(b, dtype=dt)
+    da, db = _axis_pair(([], []) if dot_axes is None else dot_axes, (a.ndim, b.ndim),
+                        "dot_axes")
+    if axes is None:
+        ca = [i for i in range(a.ndim) if i not in da]
+        cb = [i for i in range(b.ndim) if i not in db]
+        if len(ca) != len(cb):
+            raise ValueError(f"convolve: without axes, in1 ({a.ndim}-d) and in2 ({b.ndim}-d) "
+                             f"must have as many axes outside dot_axes")
+    else:
+        ca, cb = _axis_pair(axes, (a.ndim, b.ndim), "axes")
+    if set(ca) & set(da) or set(cb) & set(db):
+        raise ValueError("convolve: an axis is in both axes and dot_axes")
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise ValueError(f"convolve: dot_axes pair axis {i} of in1 (size {a.shape[i]}) "
+                             f"with axis {j} of in2 (size {b.shape[j]})")
+    if method not in ("auto", "direct", "fft"):
+        raise ValueError("acceptable method flags are 'auto', 'direct', or 'fft'")
+    if method == "fft":
+        raise NotImplementedError("convolve(axes=..., dot_axes=...) is computed directly; "
+                                  "use method='direct' or 'auto'")
+    na, nb = [a.shape[i] for i in ca], [b.shape[j] for j in cb]
+    swap = _swap_needed(mode, na, nb)
+    wins = [_window(mode, n1, n2) for n1, n2 in zip(na, nb)]
+    ka = [i for i in range(a.ndim) if i not in ca and i not in da]
+    kb = [j for j in range(b.ndim) if j not in cb and j not in db]
+    a = fnp.transpose(a, ka + da + ca)       # (kept, dot, convolved)
+    b = fnp.transpose(b, kb + db + cb)
+    # convolution commutes: the operand with fewer convolved elements is the kernel ('valid'
+    # needs the smaller one there)
+    b_is_kernel = not swap and (mode == "valid" or math.prod(nb) <= math.prod(na))
+    sig, ker = (a, b) if b_is_kernel else (b, a)
+    out = _direct_conv(sig, ker, [w[0] for w in wins], [w[1] for w in wins], n_dot=len(da))
+    # out is (sig's kept, convolved, ker's kept): put in1's kept axes first
+    n_sig = len(ka) if b_is_kernel else len(kb)
+    n_ker = len(kb) if b_is_kernel else len(ka)
+    conv = list(range(n_sig, n_sig + len(ca)))
+    sig_kept = list(range(n_sig))
+    ker_kept = list(range(n_sig + len(ca), n_sig + len(ca) + n_ker))
+    order = sig_kept + ker_kept + conv if b_is_kernel else ker_kept + sig_kept + conv
+    return fnp.transpose(out, order)
 
 
 def _reverse_and_conj(x):

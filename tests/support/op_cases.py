@@ -1186,6 +1186,43 @@ S("scipy.signal.correlate2d:valid_swapped", ((2, 3), (4, 5)), kwargs={"mode": "v
 S("scipy.signal.fftconvolve:full", ((8,), (5,)))
 S("scipy.signal.fftconvolve:axes_same", ((3, 8), (1, 5)), kwargs={"mode": "same", "axes": 1})
 
+
+def conv_axes_reference(in1, in2, mode="full", *, axes=None, dot_axes=None):
+    """autograd's ``convolve(in1, in2, axes, dot_axes, mode)`` from its definition: for every
+    kept index i of in1 and j of in2, the sum over the dot index d of scipy.signal.convolve of
+    the convolved axes; in1's kept axes, then in2's, then the convolved ones."""
+    da, db = dot_axes or ([], [])
+    ca = axes[0] if axes else [k for k in range(in1.ndim) if k not in da]
+    cb = axes[1] if axes else [k for k in range(in2.ndim) if k not in db]
+    ka = [k for k in range(in1.ndim) if k not in ca and k not in da]
+    kb = [k for k in range(in2.ndim) if k not in cb and k not in db]
+    a = np.transpose(in1, ka + da + ca)
+    b = np.transpose(in2, kb + db + cb)
+    nd = int(np.prod([in1.shape[k] for k in da]))
+    a = a.reshape((-1, nd) + a.shape[len(ka) + len(da):])
+    b = b.reshape((-1, nd) + b.shape[len(kb) + len(db):])
+    rows = [[sum(_ss.convolve(a[i, d], b[j, d], mode, method="direct") for d in range(nd))
+             for j in range(len(b))] for i in range(len(a))]
+    out = np.asarray(rows)
+    return out.reshape(tuple(in1.shape[k] for k in ka) + tuple(in2.shape[k] for k in kb)
+                       + out.shape[2:])
+
+
+def SA(variant, shapes, dtypes=F, **kw):
+    """A row of convolve with autograd's ``axes``/``dot_axes`` (keyword arguments in kw)."""
+    case(f"scipy.signal.convolve:{variant}", _fsig.convolve, shapes, np_fn=conv_axes_reference,
+         exact=False, kwargs=kw, dtypes=dtypes)
+
+
+# a conv-net layer: images (batch, channel, y, x) with filters (channel, filter, y, x)
+SA("axes_conv_layer", ((3, 2, 6, 5), (2, 4, 3, 2)), axes=([2, 3], [2, 3]),
+   dot_axes=([1], [0]), mode="valid", dtypes=F64)    # float32: sums of 12 terms round apart
+SA("axes_kernel_first_full", ((2, 3, 2), (5, 4)), axes=([2], [0]), mode="full")
+SA("axes_same_small_first", ((2, 3), (6, 2, 4)), axes=([1], [0]), dot_axes=([0], [1]),
+   mode="same")
+SA("axes_valid_swapped", ((3, 2), (2, 7)), axes=([0], [1]), mode="valid")
+SA("axes_dot_only", ((5, 3), (3, 4)), dot_axes=([1], [0]), mode="full")
+
 # ---- creation ------------------------------------------------------------------------------
 B("zeros:shape", lambda m, x: x + m.zeros((2, 3)), ((3,),))
 B("zeros:dtype", lambda m, x: x * m.zeros(3, dtype=np.float32), ((3,),), dtypes=F64)
