@@ -261,6 +261,27 @@ def test_training_loop_from_the_docs_converges():
     np.testing.assert_allclose([params["w"], params["b"]], [2.0, -1.0], atol=1e-2)
 
 
+def test_gradient_and_vmap_through_optimizer_steps():
+    # a meta-gradient: the loss after two clipped Adam steps, as a function of the rate
+    params = {"w": np.array([1.0, -2.0])}
+    grads = {"w": np.array([0.3, 0.4])}
+
+    def after_two_steps(lr):
+        opt = optim.chain(optim.clip_by_global_norm(0.1), optim.adam(lr, eps_root=1e-8))
+        state = opt.init(params)
+        p = params
+        for _ in range(2):
+            updates, state = opt.update(grads, state, p)
+            p = optim.apply_updates(p, updates)
+        return fnp.sum(p["w"] ** 2)
+
+    eps = 1e-6
+    central = (after_two_steps(0.1 + eps) - after_two_steps(0.1 - eps)) / (2 * eps)
+    np.testing.assert_allclose(ft.grad(after_two_steps)(0.1), central, rtol=1e-8)
+    np.testing.assert_allclose(ft.vmap(after_two_steps)(np.array([0.1, 0.2])),
+                               [after_two_steps(0.1), after_two_steps(0.2)], rtol=1e-14)
+
+
 # --------------------------------------------------------------------------------------------
 # behaviour and errors
 # --------------------------------------------------------------------------------------------
@@ -332,11 +353,13 @@ def test_errors_say_what_to_do():
 
 
 def test_import_functrace_does_not_load_optim():
+    import pathlib
     import subprocess
     import sys
+    root = pathlib.Path(__file__).resolve().parents[2]     # this checkout's functrace
     code = "import sys, functrace; print('functrace.optim' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=root)
     assert out.stdout.strip() == "False"
 
 
