@@ -324,7 +324,7 @@ def chain(*transforms: GradientTransformation) -> GradientTransformation:
     """Applies ``transforms`` one after the other; the state is the tuple of their states.
 
     Args:
-        *transforms: ``GradientTransformation``\\ s, applied first to last.
+        *transforms: the ``GradientTransformation`` objects, applied first to last.
 
     Returns:
         A ``GradientTransformation`` whose ``update`` feeds each transformation's updates to
