@@ -241,8 +241,9 @@ KNOWN_CIRCLES: list[set] = [
 # that needs a later family's op is attached by that family's module, next to the op it uses
 # (reduce.py attaches broadcast_in_dim's and pad's vjp, indexing.py sort's rules), and the
 # transforms find family batch rules through ops.batch_rules.rule_for.
-OP_FAMILY_ORDER = ["_base", "scalar_code", "control", "elementwise", "shape", "batch_rules",
-                   "reduce", "indexing", "dot", "linalg", "decomp", "fft", "matfuncs", "special"]
+OP_FAMILY_ORDER = ["_base", "scalar_code", "scalar_recipe", "control", "elementwise", "shape",
+                   "batch_rules", "reduce", "indexing", "dot", "linalg", "decomp", "fft",
+                   "matfuncs", "special", "xla_math", "random", "random_rejection"]
 
 
 def test_op_families_import_in_order():
