@@ -69,8 +69,10 @@ def fma(a, b, c):
     """``a * b + c`` rounded once (IEEE fusedMultiplyAdd), for float32 or float64 numpy arrays
     or scalars of one dtype; what ``llvm.fma`` and libdevice's ``fma`` compute.
 
-    float32: the product is exact in float64, the sum is rounded to odd in float64, then to
-    nearest float32 (round-to-odd at 53 bits makes the second rounding correct). float64:
+    float32: the product is exact in float64 and the float64 sum rounds to the right float32
+    except where it lands on a float32 rounding midpoint (or in float32's subnormal range):
+    those few are summed rounded to odd in float64, which makes the second rounding correct.
+    float64:
     Boldo and Melquiond's emulation (exact product and sum, the low parts added rounded to odd,
     then one rounding to nearest). Non-finite results (overflow, inf or nan operands) are the
     plain ``a * b + c``.
@@ -83,18 +85,25 @@ def fma(a, b, c):
     scalar = a.ndim == b.ndim == c.ndim == 0
     with np.errstate(all="ignore"):
         if dt == np.float32:
-            a64, b64, c64 = (v.astype(np.float64) for v in (a, b, c))
-            s, e = _two_sum(a64 * b64, c64)
-            out = _round_to_odd(s, e).astype(np.float32)
-            plain = (a64 * b64 + c64).astype(np.float32)
+            p = a.astype(np.float64) * b.astype(np.float64)     # exact
+            s = p + c.astype(np.float64)
+            out = s.astype(np.float32)
+            # RN32(RN64(x)) is RN32(x) unless RN64(x) is a float32 rounding midpoint (low 29
+            # bits of the float64 fraction 1000...0) or in float32's subnormal range: redo
+            # those (rare) with the sum rounded to odd
+            redo = ((s.view(np.int64) & 0x1FFFFFFF) == 0x10000000) | (
+                (np.abs(s) < 2.0 ** -126) & (s != 0))
+            if redo.any():
+                s, p, c64 = np.broadcast_arrays(s, p, c.astype(np.float64))
+                out = np.array(np.broadcast_to(out, s.shape))
+                out[redo] = _round_to_odd(*_two_sum(p[redo], c64[redo])).astype(np.float32)
         elif dt == np.float64:
             uh, ul = _two_prod(a, b)
             th, tl = _two_sum(c, uh)
             out = th + _round_to_odd(*_two_sum(tl, ul))
-            plain = a * b + c
+            out = np.where(np.isfinite(out), out, a * b + c)
         else:
             raise TypeError(f"fma of {dt} operands (float32 or float64)")
-        out = np.where(np.isfinite(out), out, plain).astype(dt, copy=False)
     return out[()] if scalar else out
 
 

@@ -78,6 +78,17 @@ def test_fma_ties_and_specials(dt):
         Fraction(float(dt(0.1))) * 10 - 1)
 
 
+def test_fma_float32_near_a_midpoint():
+    """a*b + c just below a float32 midpoint whose float64 rounding is the midpoint itself:
+    rounding the float64 sum to float32 would break the tie upward, the exact sum rounds down."""
+    a = np.float32(2.0**-12 * (1 + 2.0**-23))
+    b = np.float32(2.0**-12 * (1 - 2.0**-23))
+    c = np.float32(1 + 2.0**-23)                     # a*b + c = c + 2**-24 - 2**-70
+    assert np.float32(np.float64(a) * np.float64(b) + np.float64(c)) == np.float32(1 + 2.0**-22)
+    assert sr.fma(a, b, c) == c
+    assert sr.fma(np.full(3, a), b, c).tolist() == [float(c)] * 3
+
+
 def test_fma_kernels_equal_the_emulation():
     """The CPU kernel (llvm.fma) and the numpy emulation agree, fused with neighbours."""
     for dt in (np.float32, np.float64):
