@@ -152,6 +152,17 @@ class NumpyMath:
         return fma(a, b, c)
 
     @staticmethod
+    def where_else(c, a, fn, *args, branch: bool = True):
+        """``where(c, a, fn(*args))`` with ``fn`` computed only where ``c`` is False (arrays
+        of one shape); the text run emits a branch when ``branch``."""
+        c = np.asarray(c)
+        out = np.array(np.broadcast_to(a, c.shape))
+        rest = ~c
+        if rest.any():
+            out[rest] = fn(*[np.asarray(x)[rest] for x in args])
+        return out
+
+    @staticmethod
     def sqrt(x):
         return np.sqrt(x)
 
@@ -252,11 +263,29 @@ class TextMath:
             raise ValueError(f"unknown target {target!r} (cpu or cuda)")
         self.dtype, self.target = np.dtype(dtype), target
         self.lines: list[str] = []
+        self.indent = ""
 
     def emit(self, expr: str, dtype) -> Sym:
         name = f"t{len(self.lines)}"
-        self.lines.append(f"{name} = {expr}")
+        self.lines.append(f"{self.indent}{name} = {expr}")
         return Sym(self, name, dtype)
+
+    def where_else(self, c, a, fn, *args, branch: bool = True) -> Sym:
+        """``a if c else fn(*args)``: with ``branch``, an ``if`` whose else-block computes
+        ``fn`` (worth it around a libm call, which no loop vectorises anyway); without, the
+        straight-line select (vectorisable)."""
+        if not branch:
+            return self.where(c, a, fn(*args))
+        c, a = self.sym(c), self.sym(a)
+        out = self.emit(a.text, a.dtype)
+        self.lines.append(f"{self.indent}if not {c.text}:")
+        outer, self.indent = self.indent, self.indent + "    "
+        try:
+            r = self.sym(fn(*args))
+            self.lines.append(f"{self.indent}{out.text} = {r.text}")
+        finally:
+            self.indent = outer
+        return out
 
     def sym(self, x, dtype=None) -> Sym:
         if isinstance(x, Sym):

@@ -84,7 +84,6 @@ def xla_log1p(m, x):
     """XLA's log1p intrinsic: ``log(1 + x)`` for ``|x| >= sqrt(2) - 1``, else ``x - x**2/2 +
     x**3 * P(x)/Q(x)`` (Cephes' rational function, evaluated as XLA's IR does: ``0*x + c``
     starts each polynomial)."""
-    large = (eigen_log_f32(m, x + m.f(1)) if m.dtype == np.float32 else m.log(x + m.f(1)))
     x2 = x * x
     zero_x = x * m.f(0)
     den = zero_x + m.f(1)
@@ -94,7 +93,11 @@ def xla_log1p(m, x):
     for c in _LOG1P_NUM[1:]:
         num = m.fma(num, x, m.f(c))
     small = x + m.fma(x2, m.f(-0.5), (x * x2) * (num / den))
-    return m.where(m.abs(x) < m.f(0.41421356237309504880), small, large)
+    # float64's large branch calls libm: computed only where needed (a branch in kernels)
+    f32 = m.dtype == np.float32
+    return m.where_else(m.abs(x) < m.f(0.41421356237309504880), small,
+                        lambda v: eigen_log_f32(m, v + m.f(1)) if f32 else m.log(v + m.f(1)), x,
+                        branch=not f32)
 
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), as XLA spells them
