@@ -415,3 +415,15 @@ def test_docstring_examples():
     for module in (_keys, _samplers, ops_random, random_rejection, scalar_recipe, xla_math):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0, module.__name__
+
+
+def test_every_public_function_has_an_example_and_the_doc_runs():
+    for name in random.__all__:
+        doc = getattr(random, name).__doc__ or ""
+        assert ">>>" in doc, f"random.{name} has no example"
+    text = open(os.path.join(ROOT, "docs", "random.md")).read()
+    block = text.split("```python\n")[1].split("```")[0]
+    namespace: dict = {}
+    exec(compile(block, "docs/random.md", "exec"), namespace)
+    g = namespace["ft"].grad(namespace["loss"], argnums=(0, 1))(0.0, 1.0)
+    assert g[0] == pytest.approx(1.0)
