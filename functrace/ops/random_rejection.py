@@ -1,20 +1,22 @@
 """Rejection samplers as ops: gamma (Marsaglia and Tsang) and Poisson (Knuth; Hormann's
 transformed rejection), JAX's algorithms.
 
-Owns ``random_gamma_p`` and ``random_poisson_p``. A rejection sampler loops until every
-element is accepted; no generated kernel expresses that, so each is one op whose numpy impl
-runs the loops vectorised over the elements still drawing (an op step on every backend, hence
-the same numbers everywhere). Their draws come from ``ops.random``'s recipes (the Threefry
-hash, JAX's uniform, ``ops.xla_math``'s normal), keyed as JAX keys them: gamma splits the key
-into one key per element (``split(key, a.size)[i]`` draws element i), Poisson splits one key
-per round for the whole array. Their transcendental functions are numpy's, not XLA's, so the
-samples follow JAX's distribution and structure but not its bits.
+Owns ``random_gamma_p``, ``random_gamma_grad_p`` and ``random_poisson_p``. A rejection sampler
+loops until every element is accepted; no generated kernel expresses that, so each is one op
+whose numpy impl runs the loops vectorised over the elements still drawing (an op step on every
+backend, hence the same numbers everywhere). Their draws come from ``ops.random``'s recipes
+(the Threefry hash, JAX's uniform, ``ops.xla_math``'s normal), keyed as JAX keys them: gamma
+splits the key into one key per element (``split(key, a.size)[i]`` draws element i), Poisson
+splits one key per round for the whole array. Their transcendental functions are numpy's, not
+XLA's, so the samples follow JAX's distribution and structure but not its bits.
 
 Both take keys with leading batch axes (``key[..., 2]``, each batch key drawing the matching
 slice of ``a``/``lam``), which is their batch rule (``batch_family="leading"``). Gradients:
 Poisson counts are integers (no derivative); a gamma sample's derivative in its shape
-parameter (JAX's implicit reparameterisation) is not implemented and is a MissingRuleError
-naming ``a`` -- never a silent zero. Imports core, errors, tracing and the sibling op modules.
+parameter is JAX's implicit reparameterisation gradient (``random_gamma_grad_p``: the sample
+moves with ``a`` at a fixed value of its CDF), first order only (the gradient op itself has no
+derivative: a MissingRuleError, never a silent zero). Imports core, tracing and the sibling op
+modules.
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ import math
 import numpy as np
 
 from ..core import AVal, Op
-from ..errors import MissingRuleError
 from ..tracing import bind
-from ._base import as_array
+from ._base import as_array, dtype_of, lit
+from .elementwise import div, elementwise_op, eq, exp, mul, select
 from .random import threefry2x32_p, unit_float_p
 from .scalar_recipe import fma
 from .xla_math import erf_inv_xla_p
 
-__all__ = ["random_gamma", "random_poisson", "random_gamma_p", "random_poisson_p",
-           "split_keys", "uniform_scalars", "normal_scalars"]
+__all__ = ["random_gamma", "random_poisson", "random_gamma_grad", "random_gamma_p",
+           "random_poisson_p", "random_gamma_grad_p", "split_keys", "uniform_scalars",
+           "normal_scalars"]
 
 _U32 = np.dtype(np.uint32)
 
@@ -66,6 +69,18 @@ def normal_scalars(keys, dtype):
     f = uniform_scalars(keys, dt)
     u = np.maximum(lo, fma(f, np.full_like(f, 2.0), np.full_like(f, lo)))
     return erf_inv_xla_p.impl(u) * dt.type(math.sqrt(2))
+
+
+_math_lgamma = np.frompyfunc(math.lgamma, 1, 1)
+
+
+def _lgamma(x):
+    """log|Gamma(x)| elementwise (inf at the poles, nan for nan)."""
+    x = np.asarray(x, np.float64)
+    out = np.where(np.isnan(x), np.nan, np.inf)
+    ok = np.isfinite(x) & ~((x <= 0) & (x == np.floor(x)))
+    out[ok] = _math_lgamma(x[ok]).astype(np.float64)
+    return out
 
 
 def _flat_keys(key, shape):
@@ -144,15 +159,142 @@ def _gamma_impl(key, a, *, log_space):
     return _gamma_one(elem_keys, a.reshape(-1).copy(), log_space).reshape(a.shape)
 
 
-def _gamma_no_grad(*args, **params):
-    raise MissingRuleError(
-        "random.gamma (and loggamma, beta, dirichlet, t): the derivative of a sample with "
-        "respect to its shape parameter a (JAX's implicit reparameterisation gradient) is not "
-        "implemented; wrap a in ft.stop_gradient if you do not need it")
+# ---- the implicit reparameterisation gradient (Figurnov et al., NeurIPS 2018), as JAX's ----
+# d sample / d a = -(dF/da) / (dF/dz) at the sample z, F the regularised lower incomplete
+# gamma function P(a, z): JAX's random_gamma_grad, a power series for z <= 1 or z <= a and
+# a continued fraction for Q = 1 - P above, each differentiated in a alongside its terms.
+
+def _digamma(x):
+    """psi(x) for x > 0: the recurrence up to x >= 6, then the asymptotic series."""
+    x = np.array(x, np.float64)
+    acc = np.zeros_like(x)
+    for _ in range(6):
+        small = x < 6
+        acc = np.where(small, acc - 1 / np.where(small, x, 1), acc)
+        x = np.where(small, x + 1, x)
+    r = 1 / (x * x)
+    series = r * (1 / 12 - r * (1 / 120 - r * (1 / 252 - r * (1 / 240 - r * (1 / 132)))))
+    return acc + np.log(x) - 0.5 / x - series
+
+
+def _series_grad(x, a, eps):
+    """-(dP/da)/(dP/dz) * ... from P's power series (JAX's _igamma_series, SAMPLE_DERIVATIVE)."""
+    r, c, ans = a.copy(), np.ones_like(a), np.ones_like(a)
+    dc_da, dans_da = np.zeros_like(a), np.zeros_like(a)
+    on = np.ones(a.shape, bool)
+    for _ in range(2000):
+        if not on.any():
+            break
+        r1 = np.where(on, r + 1, r)
+        dc1 = dc_da * (x / r1) - (c * x) / (r1 * r1)
+        dans1 = dans_da + dc1
+        c1 = c * (x / r1)
+        ans1 = ans + c1
+        r, c, ans = np.where(on, r1, r), np.where(on, c1, c), np.where(on, ans1, ans)
+        dc_da, dans_da = np.where(on, dc1, dc_da), np.where(on, dans1, dans_da)
+        with np.errstate(all="ignore"):
+            on = on & (np.abs(dc1 / dans1) > eps)
+    return -(dans_da + ans * (np.log(x) - _digamma(a + 1))) * x / a
+
+
+def _fraction_grad(x, a, eps):
+    """The same from Q's continued fraction (JAX's _igammac_continued_fraction), negated."""
+    y = 1 - a
+    z = x + y + 1
+    pkm2, qkm2, pkm1, qkm1 = np.ones_like(x), x.copy(), x + 1, z * x
+    ans = pkm1 / qkm1
+    dpkm2, dqkm2, dpkm1, dqkm1 = (np.zeros_like(x), np.zeros_like(x), np.zeros_like(x), -x)
+    dans = (dpkm1 - ans * dqkm1) / qkm1
+    on = np.ones(x.shape, bool)
+    big = 1 / eps
+    with np.errstate(all="ignore"):
+        for c in range(1, 2001):
+            if not on.any():
+                break
+            y1, z1 = y + 1, z + 2
+            yc = y1 * c
+            pk, qk = pkm1 * z1 - pkm2 * yc, qkm1 * z1 - qkm2 * yc
+            nz = qk != 0
+            r = pk / qk
+            ans1 = np.where(nz, r, ans)
+            dpk = dpkm1 * z1 - pkm1 - dpkm2 * yc + pkm2 * c
+            dqk = dqkm1 * z1 - qkm1 - dqkm2 * yc + qkm2 * c
+            dans1 = np.where(nz, (dpk - ans1 * dqk) / qk, dans)
+            moved = np.where(nz, np.abs(dans1 - dans), 1)
+            resc = np.abs(pk) > big
+            scale = np.where(resc, eps, 1)
+            new = (pkm1 * scale, qkm1 * scale, pk * scale, qk * scale,
+                   dpkm1 * scale, dqkm1 * scale, dpk * scale, dqk * scale)
+            old = (pkm2, qkm2, pkm1, qkm1, dpkm2, dqkm2, dpkm1, dqkm1)
+            (pkm2, qkm2, pkm1, qkm1, dpkm2, dqkm2, dpkm1, dqkm1) = (
+                np.where(on, n, o) for n, o in zip(new, old))
+            y, z = np.where(on, y1, y), np.where(on, z1, z)
+            ans, dans = np.where(on, ans1, ans), np.where(on, dans1, dans)
+            on = on & (moved > eps)
+        return (dans + ans * (np.log(x) - _digamma(a))) * x
+
+
+def _gamma_grad_impl(a, x):
+    a, x = np.broadcast_arrays(np.asarray(as_array(a)), np.asarray(as_array(x)))
+    dt = a.dtype
+    a64, x64 = a.astype(np.float64).ravel(), x.astype(np.float64).ravel()
+    eps = float(np.finfo(dt).eps)
+    out = np.zeros_like(a64)
+    bad = np.isnan(a64) | np.isnan(x64) | (x64 < 0) | (a64 <= 0)
+    with np.errstate(all="ignore"):
+        ax = a64 * np.log(x64) - x64 - _lgamma(a64)
+    live = ~bad & (x64 != 0) & ~(ax < -np.log(np.finfo(dt).max))
+    frac = live & (x64 > 1) & (x64 > a64)
+    ser = live & ~frac
+    if ser.any():
+        out[ser] = _series_grad(x64[ser], a64[ser], eps)
+    if frac.any():
+        out[frac] = _fraction_grad(x64[frac], a64[frac], eps)
+    out[bad] = np.nan
+    return out.reshape(a.shape).astype(dt)
+
+
+random_gamma_grad_p = elementwise_op(
+    "random_gamma_grad", _gamma_grad_impl, 2, kinds="f", differentiable=False,
+    cpu="a convergence loop per element: runs its numpy impl",
+    cuda="a convergence loop per element: runs its numpy impl")
+
+
+def random_gamma_grad(a, x):
+    """d x / d a for x a Gamma(a, 1) sample at fixed CDF value (JAX's random_gamma_grad):
+    ``-(dP(a, x)/da) / (dP(a, x)/dx)``, P the regularised lower incomplete gamma function.
+
+    >>> import numpy as np
+    >>> round(float(random_gamma_grad(np.float64(1.0), np.float64(np.log(2.0)))), 6)
+    0.968045
+    """
+    return bind(random_gamma_grad_p, a, x)
+
+
+def _dsample_da(a, sample, log_space):
+    if not log_space:
+        return random_gamma_grad(a, sample)
+    z = exp(sample)                 # d log z / da = (dz/da) / z; z may underflow to 0
+    z = select(eq(z, lit(0, z)), lit(np.finfo(dtype_of(z)).tiny, z), z)
+    return div(random_gamma_grad(a, z), z)
+
+
+def _gamma_jvp(primals, tangents, outs, *, log_space):
+    ta = tangents[1]
+    if ta is None:
+        return (None,)
+    return (mul(ta, _dsample_da(primals[1], outs[0], log_space)),)
+
+
+def _gamma_vjp(cts, ins, outs, *, log_space):
+    ct = cts[0]
+    if ct is None:
+        return (None, None)
+    return (None, mul(ct, _dsample_da(ins[1], outs[0], log_space)))
 
 
 random_gamma_p = Op("random_gamma", _gamma_abstract, _gamma_impl, fresh=True,
-                    batch_family="leading", vjp=_gamma_no_grad, jvp=_gamma_no_grad,
+                    batch_family="leading", vjp=_gamma_vjp, jvp=_gamma_jvp,
                     module=__name__)
 
 
@@ -170,17 +312,6 @@ def random_gamma(key, a, *, log_space: bool = False):
 # --------------------------------------------------------------------------------------------
 # Poisson: Knuth for lam < 10, Hormann's transformed rejection (PTRS) above
 # --------------------------------------------------------------------------------------------
-
-_math_lgamma = np.frompyfunc(math.lgamma, 1, 1)
-
-
-def _lgamma(x):
-    """log|Gamma(x)| elementwise (inf at the poles, nan for nan)."""
-    x = np.asarray(x, np.float64)
-    out = np.where(np.isnan(x), np.nan, np.inf)
-    ok = np.isfinite(x) & ~((x <= 0) & (x == np.floor(x)))
-    out[ok] = _math_lgamma(x[ok]).astype(np.float64)
-    return out
 
 
 def _split1(key):

@@ -461,8 +461,9 @@ def _gamma(name, key, a, shape, dtype, log_space):
 
 def gamma(key, a, shape=None, dtype=float):
     """Gamma(a, 1) samples (Marsaglia and Tsang's rejection method, JAX's algorithm and key
-    use; ``ops.random_rejection``). The derivative with respect to ``a`` is not implemented
-    (a MissingRuleError; JAX has an implicit reparameterisation gradient).
+    use; ``ops.random_rejection``). Differentiable in ``a`` (first order) by JAX's implicit
+    reparameterisation: the sample moves with ``a`` at a fixed value of its CDF, so
+    ``loggamma``, ``beta``, ``dirichlet`` and ``t`` differentiate in their parameters too.
 
     Args:
         key: a key.
