@@ -3,8 +3,9 @@
 Owns the machinery behind the ops whose every rounding is fixed by an outside definition
 (``ops.random``'s threefry hash, ``ops.xla_math``'s ``erf_inv`` as XLA computes it): a *recipe*
 is a Python function ``recipe(m, *xs)`` of straight-line code, with selects (``m.where``)
-instead of branches, explicit fused multiply-adds (``m.fma``) and typed constants
-(``m.f(v)``, ``m.const(v, dtype)``). Run with ``NumpyMath`` on arrays it is the op's numpy
+instead of branches (``m.where_else`` keeps a costly else-value lazy: a masked computation on
+arrays, an ``if`` block in the helpers), explicit fused multiply-adds (``m.fma``) and typed
+constants (``m.f(v)``, ``m.const(v, dtype)``). Run with ``NumpyMath`` on arrays it is the op's numpy
 impl (the living definition); run with ``TextMath`` on symbols it records every operation and
 renders the source of a scalar helper for a target's kernel modules (``helper_source``):
 numba CPU (``llvm.fma`` and bit casts from ``backends.cpu.vecmath_llvm``) or numba CUDA
