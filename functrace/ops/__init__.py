@@ -20,9 +20,12 @@ from . import (
     indexing,
     linalg,
     matfuncs,
+    random,
+    random_rejection,
     reduce,
     shape,
     special,
+    xla_math,
 )
 from ._base import as_array, dtype_of, lit, namespace_of, shape_of
 from .control import *  # noqa: F403
@@ -33,10 +36,13 @@ from .fft import *  # noqa: F403  (ops.fft is the op-level function, not the mod
 from .indexing import *  # noqa: F403
 from .linalg import *  # noqa: F403
 from .matfuncs import *  # noqa: F403
+from .random import *  # noqa: F403
+from .random_rejection import *  # noqa: F403
 from .reduce import *  # noqa: F403
 from .shape import *  # noqa: F403
 from .special import *  # noqa: F403
+from .xla_math import *  # noqa: F403
 
 __all__ = ["registry", "as_array", "dtype_of", "lit", "namespace_of", "shape_of", "batch_rules",
-           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "matfuncs", "reduce",
-           "shape", "special"]
+           "control", "decomp", "dot", "elementwise", "indexing", "linalg", "matfuncs", "random",
+           "random_rejection", "reduce", "shape", "special", "xla_math"]

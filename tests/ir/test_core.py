@@ -201,7 +201,7 @@ RANK = {"errors": 0, "caches": 0, "core": 0, "printing": 0, "graph_json": 0, "tr
         "backends": 4, "control": 5,
         "symbol": 5, "arguments": 5, "tape": 5, "running": 5, "signature": 5, "api": 5,
         "forward": 5, "jit": 5, "device": 5, "numpy": 6, "nn": 7, "extend": 7, "test_util": 7,
-        "autograd": 8, "scipy": 7, "optim": 9}
+        "autograd": 8, "scipy": 7, "random": 7, "optim": 9}
 
 
 def _rank_of(module: str):
@@ -241,8 +241,9 @@ KNOWN_CIRCLES: list[set] = [
 # that needs a later family's op is attached by that family's module, next to the op it uses
 # (reduce.py attaches broadcast_in_dim's and pad's vjp, indexing.py sort's rules), and the
 # transforms find family batch rules through ops.batch_rules.rule_for.
-OP_FAMILY_ORDER = ["_base", "scalar_code", "control", "elementwise", "shape", "batch_rules",
-                   "reduce", "indexing", "dot", "linalg", "decomp", "fft", "matfuncs", "special"]
+OP_FAMILY_ORDER = ["_base", "scalar_code", "scalar_recipe", "control", "elementwise", "shape",
+                   "batch_rules", "reduce", "indexing", "dot", "linalg", "decomp", "fft",
+                   "matfuncs", "special", "xla_math", "random", "random_rejection"]
 
 
 def test_op_families_import_in_order():

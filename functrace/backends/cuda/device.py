@@ -6,9 +6,10 @@ found), ``CupyArrays`` (allocation, host<->device copies, kernel arguments throu
 ``__cuda_array_interface__``, streams and events, op impls run with cupy), ``HostArrays`` (a
 numpy stand-in with the same interface, for numba's CUDA simulator, which takes numpy
 arrays and rejects foreign ``__cuda_array_interface__`` objects), ``default_arrays`` and the
-simulator's ``math`` (``SimMath``). The executor (``numba_cuda``) talks to the device only
-through an adapter, so the simulator tests exercise all of it but this file's cupy half.
-Imports errors only; **cupy and numba are imported when an adapter is made**.
+simulator's ``math`` and ``libdevice`` (``SimMath``, ``SimLibdevice``). The executor
+(``numba_cuda``) talks to the device only through an adapter, so the simulator tests exercise
+all of it but this file's cupy half. Imports errors, ``ops.scalar_recipe`` (the simulator's
+exact fma) and ``reference`` only; **cupy and numba are imported when an adapter is made**.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import warnings
 import numpy as np
 
 from ...errors import BackendError
+from ...ops.scalar_recipe import fma as exact_fma
 from ..reference import run_impl_on_device
 
 __all__ = ["INSTALL_HINT", "simulator_enabled", "unavailable_reason", "check_available",
@@ -533,6 +535,37 @@ class SimLibdevice:
     @staticmethod
     def fmul_rn(x, y):
         return x * y
+
+    # what recipe helpers (ops.scalar_recipe) call: exact FMAs, bit casts, libm's log
+    @staticmethod
+    def fma(x, y, z):
+        return exact_fma(np.float64(x), np.float64(y), np.float64(z))
+
+    @staticmethod
+    def fmaf(x, y, z):
+        return exact_fma(np.float32(x), np.float32(y), np.float32(z))
+
+    @staticmethod
+    def float_as_int(x):
+        return np.asarray(x, np.float32).view(np.int32)[()]
+
+    @staticmethod
+    def int_as_float(i):
+        return np.asarray(i, np.int32).view(np.float32)[()]
+
+    @staticmethod
+    def double_as_longlong(x):
+        return np.asarray(x, np.float64).view(np.int64)[()]
+
+    @staticmethod
+    def longlong_as_double(i):
+        return np.asarray(i, np.int64).view(np.float64)[()]
+
+    @staticmethod
+    def log(x):
+        """libm's log (the CPU kernels' and the numpy impls'; on a GPU, ``__nv_log``)."""
+        x = float(x)
+        return np.float64(math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan))
 
 
 class SimMath:

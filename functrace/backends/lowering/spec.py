@@ -109,7 +109,8 @@ class KernelSpec:
         outputs: ``(name, dtype)`` elementwise outputs written at every loop index.
         reduction: the optional closing reduction.
         helpers: source of the functions the body calls that the module must define (users'
-            scalar functions, ``backends.scalar_fn``), decorated for the target.
+            scalar functions, ``backends.scalar_fn``; recipe helpers, ``ops.scalar_recipe``),
+            decorated for the target.
     """
 
     ndim: int
@@ -376,6 +377,8 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
             raise Unsupported(code)
         template = code.expr
         helper = getattr(template, "helper", None)
+        if callable(helper):       # a helper that depends on the equation's params and dtypes
+            helper = helper(e.params, [a.aval.dtype for a in e.inputs], e.outputs[0].aval.dtype)
         if helper is not None and helper not in helpers:
             helpers.append(helper)
         expr = element_expr(e.op.name, template, args, e.params,
