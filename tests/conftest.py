@@ -25,8 +25,9 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     """The fuzzer's seed and program count head every run, so a red CI can be replayed."""
+    from fuzz_programs import fuzz_programs
     seed = os.environ.get("FUNCTRACE_FUZZ_SEED", "0")
-    n = os.environ.get("FUNCTRACE_FUZZ_PROGRAMS", "500")
+    n = fuzz_programs()
     return [f"functrace fuzz: FUNCTRACE_FUZZ_SEED={seed}, {n} programs "
             "(FUNCTRACE_FUZZ_SEED=random explores new ones)"]
 
@@ -38,8 +39,14 @@ def pytest_terminal_summary(terminalreporter):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``slow`` run only when asked for (``-m slow``, or any ``-m`` expression
-    naming ``slow``); the default run skips them."""
+    naming ``slow``); the default run skips them. ``FUNCTRACE_TEST_SHARD=i/n`` keeps every
+    n-th collected test from the i-th on (the simulator's own pytest processes are split this
+    way, so that xdist can spread one long file over its workers)."""
     import pytest
+    shard = os.environ.get("FUNCTRACE_TEST_SHARD")
+    if shard:
+        i, n = map(int, shard.split("/"))
+        items[:] = items[i::n]
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow")

@@ -7,7 +7,7 @@
   (it must be set before numba is first imported): every generated kernel template, the
   executor's dispatch over the fusion plan, and ``ft.jit(backend="cuda")`` end to end
   (including the OpCase table), run by numba's CUDA simulator against the reference
-  interpreter. About 40 s.
+  interpreter. About 3 minutes of CPU, in ``SIM_SHARDS`` processes.
 
 Real-GPU checks are in tests/backends/test_gpu.py (marked ``gpu``) and benchmarks/gpu_check.py.
 """
@@ -41,11 +41,18 @@ def _env(**kw):
     return env
 
 
-def test_simulator_cases_pass_in_their_own_process(tmp_path):
+#: the simulator cases run as this many pytest processes (``FUNCTRACE_TEST_SHARD``), so that
+#: xdist can spread the ~3 minutes they take over its workers
+SIM_SHARDS = 4
+
+
+@pytest.mark.parametrize("shard", range(SIM_SHARDS))
+def test_simulator_cases_pass_in_their_own_process(tmp_path, shard):
     pytest.importorskip("numba")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
            str(tmp_path / "sim"), os.path.join("tests", "support", "cuda_sim_cases.py")]
-    out = subprocess.run(cmd, cwd=ROOT, env=_env(NUMBA_ENABLE_CUDASIM="1"),
+    out = subprocess.run(cmd, cwd=ROOT, env=_env(NUMBA_ENABLE_CUDASIM="1",
+                                                 FUNCTRACE_TEST_SHARD=f"{shard}/{SIM_SHARDS}"),
                          capture_output=True, text=True, timeout=600)
     tail = (out.stdout + out.stderr)[-6000:]
     assert out.returncode == 0, tail

@@ -3,7 +3,7 @@ reference interpreter and as plain numpy; their gradients compiled and not; vmap
 loop. Programs, checks and tolerances: ``tests/support/fuzz_programs.py``,
 ``tests/support/fuzz_check.py``.
 
-* ``test_fuzz_batch[i]``: the default run, ``FUNCTRACE_FUZZ_PROGRAMS`` (500) programs in
+* ``test_fuzz_batch[i]``: the default run, ``FUNCTRACE_FUZZ_PROGRAMS`` (300) programs in
   batches of 25. A batch is one jitted function (values and gradients of all its programs),
   so its kernels compile together. Batch 0 compiles transcendental math with the vecmath
   polynomials the executor really uses; the others with numba's libm calls (~10x cheaper to
@@ -35,14 +35,14 @@ import time
 import pytest
 from backend_checks import ROOT, kernel_cache_dir
 from fuzz_check import check_batch, kernel_variant, triage
-from fuzz_programs import fuzz_seed, programs, random_batch
+from fuzz_programs import fuzz_programs, fuzz_seed, programs, random_batch
 from fuzz_regressions import REGRESSIONS
 from hypothesis import HealthCheck, given, settings
 
 pytest.importorskip("numba")
 
 SEED = fuzz_seed()
-N_PROGRAMS = int(os.environ.get("FUNCTRACE_FUZZ_PROGRAMS", "500"))
+N_PROGRAMS = fuzz_programs()
 BATCH = 25
 N_BATCHES = -(-N_PROGRAMS // BATCH)
 SLOW_PROGRAMS = int(os.environ.get("FUNCTRACE_FUZZ_SLOW_PROGRAMS", "20000"))

@@ -3,8 +3,12 @@ lowered source, and every row of the OpCase table (values and gradients) under
 ``jit(backend="cpu")`` against the reference interpreter.
 
 The table rows run in chunks: one jitted function per chunk returns every row's outputs, so
-groups of different rows over one loop shape share kernels and the whole table compiles in a
-few dozen kernels. Tolerances: float64 rtol 1e-12 (scaled by the output's magnitude, as in
+groups of different rows over one loop shape share kernels. Chunks of values are kept small
+(30 rows): a chunk of 150 fuses into a few huge kernels, and LLVM's time grows faster than
+their size (rows 0-149: 157 s in one chunk, 98 s in chunks of 30). The default run checks
+each row in its first dtype; ``-m slow`` adds the other dtypes (float32 variants of float64
+rows, mostly: the float32 kernels are also covered by test_numba_cpu and test_vecmath).
+Tolerances: float64 rtol 1e-12 (scaled by the output's magnitude, as in
 test_op_table), float32 rtol 1e-5; integers and booleans exactly.
 """
 
@@ -187,7 +191,8 @@ try:
 except ImportError:   # the table is being written
     CASES = []
 
-CHUNK = 150
+#: rows per jitted function: values, gradients (see the module docstring)
+CHUNK = {False: 30, True: 50}
 
 
 def _fn(c):
@@ -200,9 +205,18 @@ def _rows(grad: bool):
     return backend_rows(grad)
 
 
-def _chunks(rows):
-    return [pytest.param(rows[i:i + CHUNK], id=f"rows{i}-{i + len(rows[i:i + CHUNK]) - 1}")
-            for i in range(0, len(rows), CHUNK)]
+def _chunks(grad: bool):
+    """The rows in chunks: each row's first dtype in the default run, the others marked
+    ``slow``."""
+    rows = _rows(grad)
+    first = [r for r in rows if r[1] == r[0].dtypes[0]]
+    rest = [r for r in rows if r[1] != r[0].dtypes[0]]
+    n = CHUNK[grad]
+    out = []
+    for tag, part, marks in (("rows", first, ()), ("more", rest, (pytest.mark.slow,))):
+        out += [pytest.param(part[i:i + n], id=f"{tag}{i}-{i + len(part[i:i + n]) - 1}",
+                             marks=marks) for i in range(0, len(part), n)]
+    return out
 
 
 def _tol(dt):
@@ -270,7 +284,7 @@ def _run_chunk(items, make):
     return failures, len(prog.kernels)
 
 
-@pytest.mark.parametrize("rows", _chunks(_rows(grad=False)))
+@pytest.mark.parametrize("rows", _chunks(grad=False))
 def test_op_table_values_under_jit(rows):
     items = [(f"{c.name}[{dt}]", _fn(c), c.make_args(dt), False) for c, dt in rows]
 
@@ -287,7 +301,7 @@ def _grad_item(c, dt):
     return (f"grad {c.name}[{dt}]", g, fargs, low)
 
 
-@pytest.mark.parametrize("rows", _chunks(_rows(grad=True)))
+@pytest.mark.parametrize("rows", _chunks(grad=True))
 def test_op_table_grads_under_jit(rows):
     items = [_grad_item(c, dt) for c, dt in rows]
 

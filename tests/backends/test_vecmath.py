@@ -71,11 +71,22 @@ def _ref_sigmoid(x):
 
 
 def _ref_erf(x):
+    """erf in long double: mpmath at 40 digits, except for |x| < 1e-3 (the tiny band's
+    100,000 points), where the Maclaurin series to x**7 is exact to ~1e-24 relative, far
+    below long double's rounding (mpmath costs ~0.1 ms a point)."""
     if mpmath is None:
         pytest.skip("mpmath not installed")
+    x = np.asarray(x)
+    out = np.empty(x.shape, LD)
+    small = np.abs(x) < 1e-3
     with mpmath.workdps(40):
-        return np.array([LD(mpmath.nstr(mpmath.erf(mpmath.mpf(float(v))), 30))
-                         for v in x], dtype=LD)
+        two_over_sqrt_pi = LD(mpmath.nstr(2 / mpmath.sqrt(mpmath.pi), 30))
+        out[~small] = [LD(mpmath.nstr(mpmath.erf(mpmath.mpf(float(v))), 30))
+                       for v in x[~small]]
+    t = x[small].astype(LD)
+    t2 = t * t
+    out[small] = two_over_sqrt_pi * t * (1 - t2 * (LD(1) / 3 - t2 * (LD(1) / 10 - t2 / 42)))
+    return out
 
 
 def reference(name, x):

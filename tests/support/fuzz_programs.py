@@ -979,6 +979,16 @@ class HypothesisDraw:
 BASES = [(4, 6), (3, 5), (2, 3, 4), (6,), (5, 2), (3, 1, 4)]
 
 
+#: programs in the default run (``FUNCTRACE_FUZZ_PROGRAMS`` overrides): ~0.55 s of CPU each
+#: with a cold kernel cache, so 300 keep the fuzzer to ~1.5 minutes of CI's two cores
+DEFAULT_PROGRAMS = 300
+
+
+def fuzz_programs() -> int:
+    """How many programs the default run compiles (``FUNCTRACE_FUZZ_PROGRAMS``)."""
+    return int(os.environ.get("FUNCTRACE_FUZZ_PROGRAMS", str(DEFAULT_PROGRAMS)))
+
+
 def fuzz_seed() -> int:
     """The run's seed: ``FUNCTRACE_FUZZ_SEED`` (default 0); ``random`` picks one and writes it
     back to the environment, so subprocesses (the CUDA simulator's) use the same."""
