@@ -234,7 +234,11 @@ class LoopStep:
         g = bp.graph
         nc, nk = self.n_consts, self.n_carry
         carry_out, ys = list(g.outputs[:nk]), list(g.outputs[nk:])
-        trip = _Trip(g.inputs, nc, nk)
+        # a per-trip read of row T-1-j of a whole array (scan with reverse=True, and the
+        # reverse loop of every scan gradient) indexes that row: no reversed copy per call
+        rows = [_row_read(spec, a.shape, self.length) for spec, a in
+                zip(self.xs, self.in_avals[nc + nk:])]
+        trip = _Trip(g.inputs, nc, nk, rows)
         stacked_carry = trip.place_results(carry_out, ys)
         for step in bp.steps:
             trip.step(step, g)
@@ -261,14 +265,14 @@ class _Trip:
     buffer, or a row ``[j]`` of a stacked one), the scratch buffers and literals it needs, and
     its lines (inlined kernels and BLAS calls)."""
 
-    def __init__(self, ins, nc: int, nk: int):
+    def __init__(self, ins, nc: int, nk: int, rows: list):
         self.name_of: dict[Var, str] = {}
         for k, v in enumerate(ins[:nc]):
             self.name_of[v] = f"c{k}"
         for k, v in enumerate(ins[nc:nc + nk]):
             self.name_of[v] = f"cur{k}"
         for k, v in enumerate(ins[nc + nk:]):
-            self.name_of[v] = f"X{k}[j]"
+            self.name_of[v] = f"X{k}[T - 1 - j]" if rows[k] == "rev" else f"X{k}[j]"
         self.home: dict[Var, str] = {}      # where each kernel-written value lives
         self.scratch: list[tuple[str, int, np.dtype]] = []
         self.lits: list[np.ndarray] = []
@@ -442,9 +446,11 @@ def _writeable_c(a: np.ndarray) -> np.ndarray:
 
 
 def _flat(x, dt):
-    a = np.asarray(x)
+    a = x if type(x) is np.ndarray else np.asarray(x)
     if a.dtype != dt:
         a = a.astype(dt)
+    elif a.flags.c_contiguous and a.flags.writeable:     # the usual case: no copy, no check
+        return a.reshape(-1)
     return _writeable_c(a).reshape(-1)
 
 
@@ -477,41 +483,59 @@ def _row_read(spec, shape, trips: int):
 
 
 def _stacker(spec, shape, trips: int, dt):
-    """The function that stacks one per-trip read for the compiled loop."""
-    kind = _row_read(spec, shape, trips)
-    if kind is None:
+    """The function that stacks one per-trip read for the compiled loop. A read of whole rows
+    in order or in reverse order (``_row_read``) passes the array itself: the loop indexes
+    row ``j`` or ``T - 1 - j``."""
+    if _row_read(spec, shape, trips) is None:
         return lambda x: _stack(x, spec, trips, dt)
 
     def rows(x):
-        a = np.asarray(x)
+        a = x if type(x) is np.ndarray else np.asarray(x)
         if a.dtype != dt:
             a = a.astype(dt)
-        return _writeable_c(a if kind == "fwd" else a[::-1]).reshape(trips, -1)
+        elif a.flags.c_contiguous and a.flags.writeable:
+            return a.reshape(trips, -1)
+        return _writeable_c(a).reshape(trips, -1)
     return rows
 
 
 def make_runner(fn, ls: LoopStep):
-    """The driver-side call of a compiled loop: flatten, gather, call, reshape."""
+    """The driver-side call of a compiled loop: flatten, gather, call, reshape.
+
+    The scratch buffers (the carries' ``cur``/``nxt`` pairs and the trip's intermediates) are
+    reused from call to call: a call takes a set from a free list and puts it back when the
+    loop returns, so concurrent calls (threads: the loop releases the GIL) each get their
+    own. The outputs are fresh on every call."""
     T, nc, nk = ls.length, ls.n_consts, ls.n_carry
     in_dts = [a.dtype for a in ls.in_avals]
+    flat_dts = in_dts[:nc + nk]
     specs = ls.xs
     ys = [(a.shape, a.dtype, max(int(np.prod(a.shape[1:], dtype=np.int64)), 1))
           for a in ls.out_avals[nk:]]
     carries = [(a.shape, a.dtype, max(a.size, 1)) for a in ls.out_avals[:nk]]
-    lits = ls.lits
+    outs = carries + ys
+    lits = list(ls.lits)
     bufs = ls.buffers
+    free: list[list[np.ndarray]] = []
 
     stackers = [_stacker(spec, a.shape, T, a.dtype) for spec, a in
                 zip(specs, ls.in_avals[nc + nk:])]
 
     def run(*args):
-        flat = [_flat(a, dt) for a, dt in zip(args[:nc + nk], in_dts)]
-        xs = [st(a) for st, a in zip(stackers, args[nc + nk:])]
+        call = [T]
+        call += [_flat(a, dt) for a, dt in zip(args, flat_dts)]
+        call += [st(a) for st, a in zip(stackers, args[nc + nk:])]
         Y = [np.empty((T, m), dt) for _, dt, m in ys]
         F = [np.empty(m, dt) for _, dt, m in carries]
-        fn(T, *flat, *xs, *Y, *F, *lits, *[np.empty(n, dt) for _, n, dt in bufs])
-        return [f.reshape(s) for f, (s, _, _) in zip(F, carries)] + \
-            [y.reshape(s) for y, (s, _, _) in zip(Y, ys)]
+        try:
+            scratch = free.pop()
+        except IndexError:
+            scratch = [np.empty(n, dt) for _, n, dt in bufs]
+        try:
+            fn(*call, *Y, *F, *lits, *scratch)
+        finally:
+            free.append(scratch)
+        return [r.reshape(s) for r, (s, _, _) in zip(F + Y, outs)]
     return run
 
 
