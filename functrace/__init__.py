@@ -19,6 +19,7 @@ from . import device, extend, nn, test_util, tree_util  # noqa: F401  (ft.extend
 from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
                   stop_gradient, trace, value_and_grad, vjp)
 from .control import cond, fori_loop, map, scan, switch, while_loop
+from .config import config
 from .core import AVal, Graph, verify
 from .device import device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
@@ -37,7 +38,7 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "jacrev", "jacobian", "hessian", "jit", "cond", "switch", "while_loop", "fori_loop",
            "scan", "map", "stop_gradient", "clear_caches",
            "custom_vjp", "custom_jvp", "checkpoint", "remat", "safe_where", "Symbol",
-           "ShapeDtype", "AVal", "Graph", "verify", "device_put", "device_get", "device",
+           "ShapeDtype", "config", "AVal", "Graph", "verify", "device_put", "device_get", "device",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
            "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
            "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",

@@ -166,7 +166,7 @@ class Lit:
     __slots__ = ("val", "aval", "_hash")
 
     def __init__(self, val):
-        arr = np.array(val, copy=True) if not isinstance(val, np.ndarray) else val.copy()
+        arr = np.array(val, copy=True)      # a plain ndarray, even from a subclass
         to_dtype(arr.dtype)
         arr.flags.writeable = False
         self.val = arr

@@ -50,3 +50,97 @@ def test_vjp_has_aux_under_jit_and_grad():
 def test_vjp_has_aux_requires_a_pair():
     with pytest.raises(TypeError, match="pair"):
         ft.vjp(lambda x: x * 2, np.ones(2), has_aux=True)
+
+
+# ---- x.at[idx] on eager results (ft.config.eager_at), and .min / .max / .get --------------
+
+@pytest.fixture
+def eager_at():
+    ft.config.eager_at = True
+    try:
+        yield
+    finally:
+        ft.config.eager_at = False
+
+
+def test_eager_results_are_plain_numpy_by_default():
+    x = fnp.zeros(3)
+    assert type(x) is np.ndarray
+    y = fnp.at(x)[1].set(2.0)                 # the spelling that works on any array
+    assert type(y) is np.ndarray
+    np.testing.assert_array_equal(y, [0.0, 2.0, 0.0])
+    np.testing.assert_array_equal(x, 0.0)     # functional: x is unchanged
+
+
+def test_eager_at_makes_fnp_results_carry_at(eager_at):
+    x = fnp.zeros(4)
+    assert isinstance(x, np.ndarray) and isinstance(x, fnp.AtArray)
+    y = x.at[1].set(3.0)
+    np.testing.assert_array_equal(y, [0.0, 3.0, 0.0, 0.0])
+    np.testing.assert_array_equal(x, 0.0)      # never mutated
+    z = (y * 2).at[np.array([0, 0, 3])].add(1.0)     # numpy's own operators keep .at
+    np.testing.assert_array_equal(z, [2.0, 6.0, 0.0, 1.0])
+    assert isinstance(z.at[2:].get(), fnp.AtArray)
+    w, v = fnp.linalg.eigh(np.eye(2))                 # tuple results: each leaf
+    assert isinstance(w, fnp.AtArray) and isinstance(v, fnp.AtArray)
+    # numpy interop: an AtArray is an ndarray to numpy, and converts back to a plain one
+    assert type(np.asarray(y)) is np.ndarray
+    np.testing.assert_array_equal(np.concatenate([y, x]), [0, 3, 0, 0, 0, 0, 0, 0])
+
+
+def test_a_jax_style_function_runs_eagerly_and_under_transforms(eager_at):
+    def loss(w):                # written for JAX: functional updates on a fresh array
+        h = fnp.zeros(3).at[0].set(w[0] * w[1])
+        h = h.at[1:].add(fnp.sin(w))
+        h = h.at[np.array([2, 2])].max(w * 3.0)
+        return fnp.sum(h ** 2)
+
+    w = np.array([0.3, 0.7])
+    eager = loss(w)             # outside any transform: fnp results carry .at
+
+    def ref(w):
+        h = np.array([w[0] * w[1], np.sin(w[0]), np.sin(w[1])])
+        h[2] = max(h[2], 3 * w[0], 3 * w[1])
+        return np.sum(h ** 2)
+
+    np.testing.assert_allclose(eager, ref(w), rtol=1e-15)
+    np.testing.assert_allclose(ft.jit(loss)(w), ref(w), rtol=1e-14)
+    g = ft.grad(loss)(w)
+    eps = 1e-6
+    fd = [(ref(w + eps * e) - ref(w - eps * e)) / (2 * eps) for e in np.eye(2)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
+def test_at_min_max_values_match_numpy_ufunc_at():
+    x = np.array([1.0, 5.0, -2.0, 0.5])
+    idx = np.array([0, 2, 0, 3, 2])
+    v = np.array([3.0, -4.0, -1.0, 0.25, 7.0])
+    for meth, uf in (("min", np.minimum), ("max", np.maximum)):
+        want = x.copy()
+        uf.at(want, idx, v)
+        np.testing.assert_array_equal(getattr(fnp.at(x)[idx], meth)(v), want)
+        got = ft.jit(lambda x, v, meth=meth: getattr(x.at[idx], meth)(v))(x, v)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_at_max_ties_share_the_gradient_evenly():
+    # x[0] == v[0] == v[1]: three tied candidates, each gets a third (reduce max's rule)
+    def f(x, v):
+        return fnp.sum(fnp.at(x)[np.array([0, 0])].max(v))
+
+    x, v = np.array([2.0, 1.0]), np.array([2.0, 2.0])
+    gx, gv = ft.grad(f, argnums=(0, 1))(x, v)
+    np.testing.assert_allclose(gx, [1 / 3, 1.0])
+    np.testing.assert_allclose(gv, [1 / 3, 1 / 3])
+    # forward mode agrees with reverse mode
+    _, t = ft.jvp(f, (x, v), (np.array([1.0, 0.0]), np.array([1.0, 1.0])))
+    np.testing.assert_allclose(t, 1.0)
+
+
+def test_at_refuses_modes_that_would_change_values():
+    with pytest.raises(ValueError, match="mode='clip'"):
+        fnp.at(np.zeros(3))[5].set(1.0, mode="clip")
+    with pytest.raises(ValueError, match="fill_value"):
+        fnp.at(np.zeros(3))[1].get(fill_value=0.0)
+    with pytest.raises(TypeError, match="real"):
+        fnp.at(np.zeros(2, complex))[0].max(1.0)
