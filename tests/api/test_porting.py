@@ -144,3 +144,47 @@ def test_at_refuses_modes_that_would_change_values():
         fnp.at(np.zeros(3))[1].get(fill_value=0.0)
     with pytest.raises(TypeError, match="real"):
         fnp.at(np.zeros(2, complex))[0].max(1.0)
+
+
+# ---- einsum broadcasts size-1 axes of a shared letter, as numpy does ------------------------
+
+def test_einsum_broadcasts_size_one_axes_eager_traced_jit_and_gradient():
+    a = rng.standard_normal((1, 4, 2))
+    b = rng.standard_normal((5, 2, 3))
+    w = rng.standard_normal((5, 4, 3))
+    want = np.einsum("mnd,mdo->mno", a, b)
+    assert want.shape == (5, 4, 3)
+
+    def f(a, b):
+        return fnp.einsum("mnd,mdo->mno", a, b)
+
+    np.testing.assert_allclose(f(a, b), want, rtol=1e-14)
+    np.testing.assert_allclose(ft.trace(f)(a, b)(a, b), want, rtol=1e-14)
+    np.testing.assert_allclose(ft.jit(f)(a, b), want, rtol=1e-14)
+    np.testing.assert_allclose(ft.jit(f, backend="numpy")(a, b), want, rtol=1e-14)
+
+    def loss(a, b):
+        return fnp.sum(w * f(a, b))
+
+    # d/da[0, n, d] sums over the broadcast letter m: sum_{m, o} w[m, n, o] b[m, d, o]
+    ga_want = np.einsum("mno,mdo->nd", w, b)[None]
+    gb_want = np.einsum("mno,nd->mdo", w, a[0])
+    for grad in (ft.grad(loss, argnums=(0, 1)), ft.jit(ft.grad(loss, argnums=(0, 1)))):
+        ga, gb = grad(a, b)
+        assert ga.shape == (1, 4, 2)
+        np.testing.assert_allclose(ga, ga_want, rtol=1e-12)
+        np.testing.assert_allclose(gb, gb_want, rtol=1e-12)
+    # forward mode and vmap see the same broadcast
+    np.testing.assert_allclose(ft.jacfwd(loss)(a, b), ga_want, rtol=1e-12)
+    batched = ft.vmap(f, in_axes=(0, None))(np.stack([a, 2 * a]), b)
+    np.testing.assert_allclose(batched, np.stack([want, 2 * want]), rtol=1e-14)
+
+
+def test_einsum_size_mismatch_is_a_shape_error_naming_einsum():
+    def f(a, b):
+        return fnp.einsum("ij,jk->ik", a, b)
+
+    with pytest.raises(ft.ShapeError, match=r"einsum.*subscript 'j' has size 2"):
+        ft.grad(lambda a: fnp.sum(f(a, np.ones((3, 4)))))(np.ones((2, 2)))
+    with pytest.raises(ft.ShapeError, match="collapsing index 'i'"):
+        ft.trace(lambda a: fnp.einsum("ii->i", a))(np.ones((1, 3)))

@@ -951,11 +951,19 @@ _EINSUM = {
     "elementwise": ("i,i->i", (3,), (3,)), "full_sum": ("ij->", (2, 3)),
     "ellipsis_sum": ("i...->...", (2, 3, 4)), "repeated_out_of_two": ("ij,ij->", (2, 3),
                                                                       (2, 3)),
+    # numpy broadcasts a size-1 axis against the other operands' size for the same letter
+    "bcast_batch": ("mnd,mdo->mno", (1, 4, 2), (5, 2, 3)),
+    "bcast_batch_right": ("mnd,mdo->mno", (3, 4, 2), (1, 2, 3)),
+    "bcast_contracted": ("ij,jk->ik", (2, 1), (3, 4)),
+    "bcast_both": ("ij,ij->ij", (1, 3), (4, 1)),
+    "bcast_summed": ("ij,ij->", (4, 1), (4, 3)),
+    "bcast_ellipsis": ("...ij,...jk->...ik", (1, 2, 3), (4, 3, 2)),
+    "bcast_three": ("bi,bij,bj->b", (1, 2), (3, 2, 2), (3, 1)),
 }
 for _k, (_s, *_shs) in _EINSUM.items():
     case(f"einsum:{_k}", lambda *a, _s=_s: fnp.einsum(_s, *a), tuple(_shs),
          np_fn=lambda *a, _s=_s: np.einsum(_s, *a),
-         dtypes=F if _k in ("matmul", "trace", "diag", "chain") else F64)
+         dtypes=F if _k in ("matmul", "trace", "diag", "chain", "bcast_batch") else F64)
 B("einsum:int", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
   dtypes=("int32",), order=None)
 B("einsum:mixed", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
