@@ -37,7 +37,7 @@ from .tracing import SOURCE_OVERRIDE as _source_override
 from .tracing import Trace, Tracer, source_line
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to",
-           "CustomVjpRule", "CustomJvpRule"]
+           "CustomVjpRule", "CustomJvpRule", "no_jvp_error", "forward_mode_blocker"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -188,6 +188,44 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
     return Graph(trace.inputs, trace.eqns, out_atoms)
 
 
+def no_jvp_error(op, params, place: str) -> MissingRuleError:
+    """The error for pushing a tangent through ``op``, which has no jvp rule (or is not
+    differentiable); ``place`` says where it was called. ``err.missing_jvp`` is True when
+    reverse mode would work (ft.jacobian and ft.hessian use it to pick reverse mode)."""
+    if op.name == "custom_vjp_call":
+        name = params["rule"].name
+        err = MissingRuleError(
+            f"forward mode (jvp, jacfwd, hessian's outer pass) cannot go through the "
+            f"custom_vjp function {name}: a custom_vjp defines only a reverse-mode rule, as in "
+            f"JAX ({place}). Fix: use reverse mode (ft.grad, ft.vjp, ft.jacrev, or "
+            f"ft.jacobian / ft.hessian, which pick it themselves), or define {name} with "
+            "ft.custom_jvp, whose rule serves both modes.")
+    else:
+        err = MissingRuleError(
+            f"cannot push a tangent through {op.name}: it "
+            + ("is not differentiable" if not op.differentiable else "has no jvp rule")
+            + f"; {place}. Wrap its input in ft.stop_gradient(...) if no derivative should "
+            "flow through it.")
+    err.missing_jvp = op.differentiable and op.vjp is not None
+    return err
+
+
+def forward_mode_blocker(g: Graph):
+    """The first equation of ``g`` (sub-graphs of control-flow ops included) that forward
+    mode cannot differentiate but reverse mode can (a ``custom_vjp`` call), or None."""
+    for e in g.eqns:
+        op = e.op
+        if op.jvp is None and op.vjp is not None and op.differentiable and not op.zero_grad:
+            return e
+        for p in e.params.values():
+            for sub in (p if isinstance(p, tuple) else (p,)):
+                if isinstance(sub, Graph):
+                    hit = forward_mode_blocker(sub)
+                    if hit is not None:
+                        return hit
+    return None
+
+
 def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
     """The forward-mode graph of ``g``: tangents pushed through every active equation.
 
@@ -223,11 +261,7 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
                 continue
             rule = e.op.jvp
             if rule is None or not e.op.differentiable:
-                raise MissingRuleError(
-                    f"cannot push a tangent through {e.op.name}: it "
-                    + ("is not differentiable" if not e.op.differentiable else
-                       "has no jvp rule")
-                    + f"; recorded at {source_line(e.source)}.")
+                raise no_jvp_error(e.op, e.params, f"recorded at {source_line(e.source)}")
             stok = _source_override.set(e.source)
             try:
                 touts = rule(tuple(val(a) for a in e.inputs), tuple(tins),

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import ops
-from .autodiff import fit_to, rule_dependency, zeros_like
+from .autodiff import fit_to, no_jvp_error, rule_dependency, zeros_like
 from .core import AVal, Params, SourceInfo, Var
 from .errors import PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
 from .ops.batch_rules import rule_for
@@ -509,11 +509,7 @@ class JVPTrace(Trace):
             return out
         rule = op.jvp
         if rule is None or not op.differentiable:
-            raise MissingRuleError(
-                f"cannot push a tangent through {op.name}: it "
-                + ("is not differentiable" if not op.differentiable else "has no jvp rule")
-                + f"; called at {source_line(user_source())}. Wrap its input in "
-                "ft.stop_gradient(...) if no derivative should flow through it.")
+            raise no_jvp_error(op, params, f"called at {source_line(user_source())}")
         token = CURRENT_TRACE.set(parent)
         stok = (SOURCE_OVERRIDE.set(rule_source(_record_source(parent), op.name))
                 if parent is not None else None)

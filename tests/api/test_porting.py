@@ -188,3 +188,46 @@ def test_einsum_size_mismatch_is_a_shape_error_naming_einsum():
         ft.grad(lambda a: fnp.sum(f(a, np.ones((3, 4)))))(np.ones((2, 2)))
     with pytest.raises(ft.ShapeError, match="collapsing index 'i'"):
         ft.trace(lambda a: fnp.einsum("ii->i", a))(np.ones((1, 3)))
+
+
+# ---- ft.jacobian / ft.hessian pick reverse mode through a custom_vjp ------------------------
+
+@ft.custom_vjp
+def _softclip(x):
+    return fnp.tanh(x) * 2.0
+
+
+_softclip.defvjp(lambda x: (_softclip(x), x),
+                 lambda x, g: (g * 2.0 * (1.0 - fnp.tanh(x) ** 2),))
+
+
+def test_jacobian_uses_reverse_mode_through_a_custom_vjp():
+    def f(x):                               # 2 inputs, 3 outputs: forward mode by size
+        return fnp.stack([_softclip(x[0]), _softclip(x[1]) * x[0], x[1] ** 2])
+
+    x = np.array([0.3, -0.8])
+    t0, t1 = np.tanh(x)
+    want = np.array([[2 * (1 - t0 ** 2), 0.0],
+                     [2 * t1, x[0] * 2 * (1 - t1 ** 2)],
+                     [0.0, 2 * x[1]]])
+    np.testing.assert_allclose(ft.jacobian(f)(x), want, rtol=1e-14)
+    np.testing.assert_allclose(ft.jit(ft.jacobian(f))(x), want, rtol=1e-14)
+    np.testing.assert_allclose(ft.jacrev(f)(x), want, rtol=1e-14)
+    # inside control flow too (the custom_vjp call sits in a branch's sub-graph)
+    g = lambda x: ft.cond(x[0] > 0, f, lambda x: f(x) * 2.0, x)  # noqa: E731
+    np.testing.assert_allclose(ft.jacobian(g)(x), want, rtol=1e-14)
+    # forward mode itself says what to do instead
+    with pytest.raises(ft.MissingRuleError, match=r"custom_vjp function _softclip.*ft\.jacrev"):
+        ft.jacfwd(f)(x)
+
+
+def test_hessian_through_a_custom_vjp_is_reverse_over_reverse():
+    def f(x):
+        return fnp.sum(_softclip(x) * x)
+
+    x = np.array([0.3, -0.8, 1.1])
+    t = np.tanh(x)
+    # d/dx [2 tanh(x) x] = 2 (1 - t^2) x + 2 t;  d2 = -4 t (1 - t^2) x + 4 (1 - t^2)
+    want = np.diag(-4 * t * (1 - t ** 2) * x + 4 * (1 - t ** 2))
+    np.testing.assert_allclose(ft.hessian(f)(x), want, rtol=1e-13)
+    np.testing.assert_allclose(ft.jit(ft.hessian(f))(x), want, rtol=1e-13)

@@ -848,6 +848,12 @@ def custom_vjp_bwd_not_callable():
     _custom_vjp("bwd")
 
 
+@case("MissingRuleError", "custom_vjp function f", "forward mode", "custom_jvp", line=True)
+def custom_vjp_under_forward_mode():
+    f = _custom_vjp(lambda res, g: (g * 2.0,))
+    ft.jvp(lambda x: f(x), (X,), (X,))
+
+
 @case("FunctraceTypeError", "custom_vjp", "defvjp", line=True)
 def custom_vjp_without_rule():
     @ft.custom_vjp
