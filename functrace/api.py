@@ -340,20 +340,40 @@ class custom_vjp:
     ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple`` (one cotangent per
     argument, None for zero). Outside a transform the function simply runs. The backward
     function is written with functrace.numpy, so it can be differentiated again.
+
+    ``nondiff_argnums`` (JAX's semantics): those arguments are not differentiated and may be
+    any Python values (a function, a shape, a flag); ``fwd`` takes all the arguments as the
+    function does, and ``bwd(*nondiff_args, residuals, ct)`` receives them first and returns
+    cotangents for the other arguments only. They must not be values of an enclosing
+    transform (a traced array): pass such a value as an ordinary argument (with a None
+    cotangent) instead.
+
+    ``fwd`` (and the function) may use Python control flow on the values of the arguments
+    (``while x > 1: x = x / 2``) wherever those values are known: under ``ft.grad``,
+    ``ft.vjp``, ``ft.checkpoint``, ``ft.linearize``, ``functrace.autograd`` and ``ft.jit``
+    called with concrete arrays. Inside ``ft.cond``/``ft.scan``/loop bodies, ``ft.vmap``,
+    or with abstract inputs, it is a ``ConcretizationError``, as for any function.
     """
 
-    def __init__(self, fun: Callable):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
         check_callable(fun, "custom_vjp")
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = _check_nondiff(nondiff_argnums, "custom_vjp")
         self.fwd = None
         self.bwd = None
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        """Set the rule: ``fwd(*args) -> (output, residuals)``, ``bwd(residuals, cotangent) ->
+        one cotangent per argument`` (``bwd(*nondiff_args, residuals, cotangent)`` with
+        ``nondiff_argnums``)."""
         name = getattr(self.fun, "__name__", "f")
+        nd = len(self.nondiff_argnums)
         _check_rule(fwd, None, f"custom_vjp {name}: fwd", "fwd(*args) -> (output, residuals)")
-        _check_rule(bwd, 2, f"custom_vjp {name}: bwd", "bwd(residuals, cotangent) -> a tuple "
-                    "with one cotangent per argument")
+        form = ("bwd(residuals, cotangent) -> a tuple with one cotangent per argument" if not nd
+                else f"bwd({'nondiff, ' * nd}residuals, cotangent) -> a tuple with one "
+                "cotangent per argument not in nondiff_argnums")
+        _check_rule(bwd, 2 + nd, f"custom_vjp {name}: bwd", form)
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args):
@@ -364,7 +384,7 @@ class custom_vjp:
         if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_vjp
-        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
+        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args, self.nondiff_argnums)
 
 
 class custom_jvp:
@@ -385,17 +405,26 @@ class custom_jvp:
 
     ``rule(primals, tangents) -> (primal_out, tangent_out)`` with ``primals`` and
     ``tangents`` tuples of the arguments; the tangent output must be linear in the tangents.
+    With ``nondiff_argnums`` (JAX's semantics) the rule is
+    ``rule(*nondiff_args, primals, tangents)``, ``primals`` and ``tangents`` holding the other
+    arguments only (see ``custom_vjp`` for what nondiff arguments may be, and for Python
+    control flow on values).
     """
 
-    def __init__(self, fun: Callable):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
         check_callable(fun, "custom_jvp")
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = _check_nondiff(nondiff_argnums, "custom_jvp")
         self.rule = None
 
     def defjvp(self, rule: Callable) -> Callable:
-        _check_rule(rule, 2, f"custom_jvp {getattr(self.fun, '__name__', 'f')}: the rule",
-                    "rule(primals, tangents) -> (primal_out, tangent_out)")
+        """Set the rule (usable as a decorator): ``rule(primals, tangents) -> (primal_out,
+        tangent_out)`` (``rule(*nondiff_args, primals, tangents)`` with
+        ``nondiff_argnums``)."""
+        nd = len(self.nondiff_argnums)
+        _check_rule(rule, 2 + nd, f"custom_jvp {getattr(self.fun, '__name__', 'f')}: the rule",
+                    f"rule({'nondiff, ' * nd}primals, tangents) -> (primal_out, tangent_out)")
         self.rule = rule
         return rule
 
@@ -407,7 +436,23 @@ class custom_jvp:
         if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_jvp
-        return trace_custom_jvp(self.fun, self.rule, args)
+        return trace_custom_jvp(self.fun, self.rule, args, self.nondiff_argnums)
+
+
+def _check_nondiff(nums, kind: str) -> tuple[int, ...]:
+    """``nondiff_argnums`` as a sorted tuple of distinct non-negative ints, or a TypeError."""
+    if isinstance(nums, int | np.integer):
+        nums = (nums,)
+    try:
+        out = tuple(sorted({int(i) for i in nums}))
+        ok = len(out) == len(tuple(nums)) and all(
+            isinstance(i, int | np.integer) and i >= 0 for i in nums)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise FunctraceTypeError(f"{kind}: nondiff_argnums must be distinct non-negative "
+                                 f"argument positions, got {nums!r} ({where()})")
+    return out
 
 
 def _check_rule(rule, nargs, what: str, form: str) -> None:

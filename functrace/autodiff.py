@@ -34,7 +34,7 @@ from .errors import FunctraceTypeError, MissingRuleError, ShapeError, where
 from .tracing import COTANGENTS_WANTED as _wanted
 from .tracing import CURRENT_TRACE as _current
 from .tracing import SOURCE_OVERRIDE as _source_override
-from .tracing import Trace, Tracer, source_line
+from .tracing import Trace, Tracer, source_line, user_source
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to",
            "CustomVjpRule", "CustomJvpRule", "no_jvp_error", "forward_mode_blocker"]
@@ -96,14 +96,18 @@ def _fit(ct, aval: AVal, eqn: Eqn):
     return fit_to(ct, aval.shape, aval.dtype, eqn.op.name if eqn else "a custom function")
 
 
-def _extending_trace(g: Graph):
+def _extending_trace(g: Graph, values: Sequence | None = None):
     """A trace whose equations start as ``g``'s (reused as they are: graphs are immutable),
-    and a function giving the value of an atom of ``g`` in it."""
+    and a function giving the value of an atom of ``g`` in it. ``values`` (one per input of
+    ``g``: an array, a tracer of an enclosing trace, or None) let rules read concrete values
+    on demand, as a trace of concrete inputs does."""
     trace = Trace(_current.get())
     trace.inputs = list(g.inputs)
     trace.n_explicit = len(g.inputs)
-    for v in g.inputs:
-        trace.sources[v] = None
+    for k, v in enumerate(g.inputs):
+        x = values[k] if values is not None else None
+        trace.sources[v] = (x if x is None or isinstance(x, Tracer | np.ndarray)
+                            else np.asarray(x))
     trace.eqns = list(g.eqns)
     for e in g.eqns:
         for o in e.outputs:
@@ -114,7 +118,8 @@ def _extending_trace(g: Graph):
     return trace, val
 
 
-def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
+def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence,
+              values: Sequence | None = None) -> Graph:
     """The joint forward+backward graph of ``g``.
 
     Args:
@@ -123,12 +128,17 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
         seeds: one entry per output of ``g``: ``"input"`` (the cotangent becomes a new graph
             input, appended after ``g``'s inputs in output order), a numpy array (a constant
             cotangent, e.g. ``1.0`` for ``grad``), or ``None`` (zero: aux or integer outputs).
+        values: the values of ``g``'s inputs where the caller has them (arrays, or tracers of
+            the current trace): rules that run Python control flow on values (a custom_vjp's
+            ``fwd`` with a ``while``) may then read them. The result is then specialised to
+            those values (decisions read through a tracer are guards of its trace): use it
+            for these values only.
 
     Returns:
         A graph with inputs ``g.inputs + cotangent inputs`` and outputs
         ``g.outputs + one gradient per wrt input`` (gradients have the primal's dtype).
     """
-    trace, val = _extending_trace(g)
+    trace, val = _extending_trace(g, values)
 
     active = active_vars(g, wrt)
     ct_env: dict[Var, object] = {}
@@ -226,12 +236,13 @@ def forward_mode_blocker(g: Graph):
     return None
 
 
-def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
+def jvp_graph(g: Graph, wrt: Sequence[int], values: Sequence | None = None) -> Graph:
     """The forward-mode graph of ``g``: tangents pushed through every active equation.
 
     Args:
         g: a graph.
         wrt: indices of the inputs that get a tangent input.
+        values: the values of ``g``'s inputs where known (as for ``vjp_graph``).
 
     Returns:
         A graph with inputs ``g.inputs + one tangent per wrt input`` (the primal's type) and
@@ -242,7 +253,7 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
     recorded by each op's jvp rule (written with op-level functions, so a jvp graph can be
     differentiated again in either mode). A tangent that is ``None`` is a symbolic zero.
     """
-    trace, val = _extending_trace(g)
+    trace, val = _extending_trace(g, values)
 
     tan: dict[Var, object] = {}
     token = _current.set(trace)
@@ -355,7 +366,9 @@ def _float_inputs(g: Graph) -> list[int]:
 def _checkpoint_vjp(cts, ins, outs, *, graph, prevent_cse=True):
     wrt = _float_inputs(graph)
     seeds = ["input" if ct is not None else None for ct in cts]
-    joint = vjp_graph(graph, wrt, seeds)
+    # the values let a custom rule inside run Python control flow on them; the backward
+    # graph is bound right here, for these values only
+    joint = vjp_graph(graph, wrt, seeds, values=ins)
     from .passes.simplify import dce
     n_out = len(graph.outputs)
     bwd = dce(Graph(joint.inputs, joint.eqns, joint.outputs[n_out:]))
@@ -374,7 +387,7 @@ def _checkpoint_jvp(primals, tangents, outs, *, graph, prevent_cse=True):
     # from the primals instead of keeping the forward pass's intermediates
     wrt = [i for i, t in enumerate(tangents)
            if t is not None and _differentiable(graph.inputs[i].aval)]
-    joint = jvp_graph(graph, wrt)
+    joint = jvp_graph(graph, wrt, values=primals)
     from .passes.simplify import dce
     tangent_graph = dce(Graph(joint.inputs, joint.eqns, joint.outputs[len(graph.outputs):]))
     return tuple(bind(checkpoint_p, *primals, *[tangents[i] for i in wrt],
@@ -403,6 +416,7 @@ class CustomVjpRule:
 
 def _defined_at(fn) -> str:
     """'(defined at file:line) ' for a user's rule function, for error messages."""
+    fn = getattr(fn, "__wrapped__", fn)      # a rule with its nondiff arguments bound
     code = getattr(fn, "__code__", None)
     return f"(defined at {code.co_filename}:{code.co_firstlineno}) " if code else ""
 
@@ -485,11 +499,52 @@ def _trace_custom(fun, args, kind):
     return leaves, in_tree, tr.graph, box["out"]
 
 
-def trace_custom_vjp(fun, fwd, bwd, args):
-    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
+def _split_nondiff(args, nums, kind: str, name: str):
+    """(the differentiated arguments, merge: those -> all the arguments, the nondiff values
+    in order) for a custom rule with ``nondiff_argnums`` ``nums``."""
     from . import tree_util
+    n = len(args)
+    if nums and nums[-1] >= n:
+        raise FunctraceTypeError(
+            f"{kind} function {name} has nondiff_argnums {nums}, but was called with {n} "
+            f"argument{'s' if n != 1 else ''} ({where()})")
+    static = {i: args[i] for i in nums}
+    for i, v in static.items():
+        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(v)):
+            raise FunctraceTypeError(
+                f"{kind} function {name}: argument {i} is in nondiff_argnums but holds a value "
+                f"of an enclosing transform (a traced array), at {source_line(user_source())}. "
+                "nondiff arguments are fixed Python values (functions, shapes, flags), as in "
+                "JAX. Fix: pass it as an ordinary argument (its cotangent may be None), or "
+                "close over a concrete value.")
+
+    def merge(diff):
+        it = iter(diff)
+        return tuple(static[i] if i in static else next(it) for i in range(n))
+    return [a for i, a in enumerate(args) if i not in static], merge, [static[i] for i in nums]
+
+
+def _bound(fn, wrapper):
+    """``wrapper`` standing for the user's ``fn`` (named after it, for error messages)."""
+    wrapper.__wrapped__ = fn
+    wrapper.__name__ = getattr(fn, "__name__", "rule")
+    return wrapper
+
+
+def trace_custom_vjp(fun, fwd, bwd, args, nondiff_argnums=()):
+    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure.
+    Arguments in ``nondiff_argnums`` are bound into ``fun``, ``fwd`` and ``bwd`` (as their
+    leading arguments, for ``bwd``): the call's operands are the other arguments."""
+    from . import tree_util
+    name = getattr(fun, "__name__", "f")
+    if nondiff_argnums:
+        args, merge, nd = _split_nondiff(args, nondiff_argnums, "custom_vjp", name)
+        f0, fwd0, bwd0 = fun, fwd, bwd
+        fun = _bound(f0, lambda *a: f0(*merge(a)))
+        fwd = _bound(fwd0, lambda *a: fwd0(*merge(a)))
+        bwd = _bound(bwd0, lambda res, ct: bwd0(*nd, res, ct))
     leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_vjp")
-    rule = CustomVjpRule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    rule = CustomVjpRule(fwd, bwd, in_tree, out_tree, name)
     outs = bind(custom_vjp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))
 
@@ -569,10 +624,18 @@ custom_jvp_call_p.jvp = _custom_jvp_jvp
 custom_jvp_call_p.vjp = _custom_jvp_vjp
 
 
-def trace_custom_jvp(fun, jvp_rule, args):
-    """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure."""
+def trace_custom_jvp(fun, jvp_rule, args, nondiff_argnums=()):
+    """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure.
+    Arguments in ``nondiff_argnums`` are bound into ``fun`` and the rule (as its leading
+    arguments): the call's operands, primals and tangents are the other arguments."""
     from . import tree_util
+    name = getattr(fun, "__name__", "f")
+    if nondiff_argnums:
+        args, merge, nd = _split_nondiff(args, nondiff_argnums, "custom_jvp", name)
+        f0, r0 = fun, jvp_rule
+        fun = _bound(f0, lambda *a: f0(*merge(a)))
+        jvp_rule = _bound(r0, lambda ps, ts: r0(*nd, ps, ts))
     leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_jvp")
-    rule = CustomJvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    rule = CustomJvpRule(jvp_rule, in_tree, out_tree, name)
     outs = bind(custom_jvp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))

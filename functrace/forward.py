@@ -158,7 +158,9 @@ def linearize(fun: Callable, *primals):
 
     def build(tr, in_tree, out_tree):
         g = tr.graph
-        full = optimize(jvp_graph(g, list(range(n))))
+        # values: custom rules may run Python control flow on the primals (graphs specialised
+        # to them: linearize is at these primals anyway)
+        full = optimize(jvp_graph(g, list(range(n)), values=list(p_leaves) + tr.captured))
         n_in = len(g.inputs)
         # move the tangent inputs after the captured ones, then split by dependence
         fwd, lin = split_vjp_graph(full, n_in, len(g.outputs))

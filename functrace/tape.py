@@ -526,6 +526,8 @@ class JVPTrace(Trace):
                 if t is None or o.dtype.kind not in "fc":
                     res.append(o)
                 else:
+                    if not hasattr(t, "shape"):   # a rule returned a Python number
+                        t = np.asarray(t, o.dtype)
                     if t.shape != o.shape or t.dtype != o.dtype:
                         t = _fit(t, o, op.name)
                     res.append(JVPTracer(self, o, t))

@@ -231,3 +231,141 @@ def test_hessian_through_a_custom_vjp_is_reverse_over_reverse():
     want = np.diag(-4 * t * (1 - t ** 2) * x + 4 * (1 - t ** 2))
     np.testing.assert_allclose(ft.hessian(f)(x), want, rtol=1e-13)
     np.testing.assert_allclose(ft.jit(ft.hessian(f))(x), want, rtol=1e-13)
+
+
+# ---- custom_vjp / custom_jvp: nondiff_argnums, and Python control flow on values -------------
+
+def _halve_until_small(x):
+    while x > 1:
+        x = x / 2
+    return x
+
+
+@ft.custom_vjp
+def _halving(x):
+    return _halve_until_small(x)
+
+
+def _halving_fwd(x):
+    y = x
+    k = 0
+    while y > 1:            # Python control flow on the value, in the forward rule
+        y = y / 2
+        k += 1
+    return y, (2.0 ** -k,)
+
+
+_halving.defvjp(_halving_fwd, lambda res, g: (g * res[0],))
+
+
+@ft.custom_jvp
+def _halving_j(x):
+    return _halve_until_small(x)
+
+
+@_halving_j.defjvp
+def _halving_j_rule(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = _halving_j(x)
+    return y, t * (y / x)
+
+
+def test_custom_rules_run_python_control_flow_on_values_like_a_plain_function():
+    x = np.array(5.0)                        # 5 -> 2.5 -> 1.25 -> 0.625: slope 1/8
+    f = lambda x: _halving(x) * x            # noqa: E731
+    plain = lambda x: _halve_until_small(x) * x  # noqa: E731
+    want = ft.grad(plain)(x)
+    np.testing.assert_allclose(want, 0.625 + 5 / 8)
+    for g in (ft.grad(f), ft.jit(ft.grad(f)), ft.grad(ft.checkpoint(f)),
+              ft.jit(ft.grad(ft.checkpoint(f)))):
+        np.testing.assert_allclose(g(x), want, rtol=1e-15)
+    np.testing.assert_allclose(ft.vjp(f, x)[1](np.array(1.0))[0], want)
+    np.testing.assert_allclose(ft.grad(ft.grad(f))(x), 2 / 8)
+    # custom_jvp: forward mode, linearize (a graph transform), reverse mode
+    fj = lambda x: _halving_j(x) * x         # noqa: E731
+    np.testing.assert_allclose(ft.jvp(fj, (x,), (np.array(1.0),))[1], want)
+    np.testing.assert_allclose(ft.linearize(fj, x)[1](np.array(1.0)), want)
+    np.testing.assert_allclose(ft.grad(fj)(x), want)
+    np.testing.assert_allclose(ft.grad(ft.checkpoint(fj))(x), want)
+    # the imperative facade
+    from functrace import autograd
+    xa = autograd.attach_grad(np.array(5.0))
+    with autograd.record():
+        y = _halving(xa) * xa
+    y.backward()
+    np.testing.assert_allclose(xa.grad, want)
+
+
+def test_custom_rule_control_flow_where_values_are_unknown_is_a_clear_error():
+    # a loop body is traced once for every iteration: no value to decide on, as in JAX
+    with pytest.raises(ft.ConcretizationError, match="while x > 1"):
+        ft.grad(lambda x: ft.fori_loop(0, 2, lambda i, c: _halving(c) * c, x))(np.array(5.0))
+
+
+def test_custom_vjp_nondiff_argnums_jax_semantics():
+    from functools import partial
+
+    @partial(ft.custom_vjp, nondiff_argnums=(0,))
+    def app(f, x):
+        return f(x)
+
+    def app_fwd(f, x):                       # fwd takes every argument, as the function does
+        return f(x), x
+
+    def app_bwd(f, x, g):                    # nondiff arguments first; a cotangent for x only
+        _, pullback = ft.vjp(f, x)
+        return pullback(g)
+
+    app.defvjp(app_fwd, app_bwd)
+    x = np.array([0.3, 1.2])
+    np.testing.assert_allclose(app(np.sin, x), np.sin(x))
+    loss = lambda x: fnp.sum(app(fnp.sin, x) ** 2)    # noqa: E731
+    want = 2 * np.sin(x) * np.cos(x)
+    np.testing.assert_allclose(ft.grad(loss)(x), want, rtol=1e-15)
+    np.testing.assert_allclose(ft.jit(ft.grad(loss))(x), want, rtol=1e-15)
+    np.testing.assert_allclose(ft.vmap(ft.grad(lambda x: app(fnp.sin, x) ** 2))(x), want,
+                               rtol=1e-15)
+    np.testing.assert_allclose(ft.hessian(loss)(x), np.diag(2 * np.cos(2 * x)), rtol=1e-14)
+
+
+def test_custom_jvp_nondiff_argnums_jax_semantics():
+    from functools import partial
+
+    @partial(ft.custom_jvp, nondiff_argnums=(1,))
+    def power(x, n):
+        y = x
+        for _ in range(n - 1):              # n is a plain int: Python uses it freely
+            y = y * x
+        return y
+
+    @power.defjvp
+    def power_jvp(n, primals, tangents):     # nondiff arguments first
+        (x,), (t,) = primals, tangents
+        return power(x, n), n * power(x, n - 1) * t
+
+    x = np.array([1.5, -0.5])
+    np.testing.assert_allclose(ft.jvp(lambda x: power(x, 3), (x,), (np.ones(2),))[1],
+                               3 * x ** 2)
+    np.testing.assert_allclose(ft.grad(lambda x: fnp.sum(power(x, 4)))(x), 4 * x ** 3)
+    np.testing.assert_allclose(ft.jit(ft.grad(lambda x: fnp.sum(power(x, 4))))(x), 4 * x ** 3)
+    np.testing.assert_allclose(ft.hessian(lambda x: fnp.sum(power(x, 4)))(x),
+                               np.diag(12 * x ** 2))
+
+
+def test_nondiff_argnums_errors_name_the_fix():
+    from functools import partial
+
+    @partial(ft.custom_vjp, nondiff_argnums=(1,))
+    def scale(x, s):
+        return x * s
+
+    with pytest.raises(TypeError, match=r"bwd\(nondiff, residuals, cotangent\)"):
+        scale.defvjp(lambda x, s: (x * s, None), lambda res, g: (g,))
+    scale.defvjp(lambda x, s: (x * s, None), lambda s, res, g: (g * s,))
+    np.testing.assert_allclose(ft.grad(lambda x: scale(x, 3.0))(1.0), 3.0)
+    with pytest.raises(TypeError, match=r"nondiff_argnums.*ordinary argument"):
+        ft.grad(lambda s: scale(2.0, s))(3.0)     # s is being differentiated
+    with pytest.raises(TypeError, match="called with 1 argument"):
+        ft.grad(lambda x: scale(x))(1.0)
+    with pytest.raises(TypeError, match="nondiff_argnums must be"):
+        ft.custom_jvp(lambda x: x, nondiff_argnums=(-1,))
