@@ -21,6 +21,7 @@ from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat,
 from .control import cond, fori_loop, map, scan, switch, while_loop
 from .config import config
 from .core import AVal, Graph, verify
+from .custom_rules import register_custom_rule
 from .device import device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
                      FunctraceTypeError, FunctraceValueError, FunctraceWarning,
@@ -37,7 +38,8 @@ __version__ = "0.1.0"
 __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
            "jacrev", "jacobian", "hessian", "jit", "cond", "switch", "while_loop", "fori_loop",
            "scan", "map", "stop_gradient", "clear_caches",
-           "custom_vjp", "custom_jvp", "checkpoint", "remat", "safe_where", "Symbol",
+           "custom_vjp", "custom_jvp", "register_custom_rule", "checkpoint", "remat",
+           "safe_where", "Symbol",
            "ShapeDtype", "config", "AVal", "Graph", "verify", "device_put", "device_get", "device",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
            "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",

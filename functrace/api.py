@@ -29,6 +29,7 @@ from .arguments import (
     flatten_fun,
     wrt_leaf_indices,
 )
+from .custom_rules import default_name, register_custom_rule
 from .errors import (
     FunctraceTypeError,
     FunctraceValueError,
@@ -348,6 +349,11 @@ class custom_vjp:
     transform (a traced array): pass such a value as an ordinary argument (with a None
     cotangent) instead.
 
+    ``name``: how graph JSON names the rule (``Symbol.to_json``; ``Symbol.from_json`` finds
+    it in the process's registry, never by importing). The default is ``"module:qualname"``
+    of a module-level function; others (a lambda, a function defined in a function) need a
+    name here or ``ft.register_custom_rule(name, f)`` before ``to_json``.
+
     ``fwd`` (and the function) may use Python control flow on the values of the arguments
     (``while x > 1: x = x / 2``) wherever those values are known: under ``ft.grad``,
     ``ft.vjp``, ``ft.checkpoint``, ``ft.linearize``, ``functrace.autograd`` and ``ft.jit``
@@ -355,13 +361,17 @@ class custom_vjp:
     or with abstract inputs, it is a ``ConcretizationError``, as for any function.
     """
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    kind = "custom_vjp"
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (),
+                 name: str | None = None):
         check_callable(fun, "custom_vjp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = _check_nondiff(nondiff_argnums, "custom_vjp")
         self.fwd = None
         self.bwd = None
+        _register(self, name)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
         """Set the rule: ``fwd(*args) -> (output, residuals)``, ``bwd(residuals, cotangent) ->
@@ -384,7 +394,8 @@ class custom_vjp:
         if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_vjp
-        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args, self.nondiff_argnums)
+        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args, self.nondiff_argnums,
+                                self)
 
 
 class custom_jvp:
@@ -407,16 +418,20 @@ class custom_jvp:
     ``tangents`` tuples of the arguments; the tangent output must be linear in the tangents.
     With ``nondiff_argnums`` (JAX's semantics) the rule is
     ``rule(*nondiff_args, primals, tangents)``, ``primals`` and ``tangents`` holding the other
-    arguments only (see ``custom_vjp`` for what nondiff arguments may be, and for Python
-    control flow on values).
+    arguments only (see ``custom_vjp`` for what nondiff arguments may be, for ``name`` and
+    for Python control flow on values).
     """
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    kind = "custom_jvp"
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (),
+                 name: str | None = None):
         check_callable(fun, "custom_jvp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = _check_nondiff(nondiff_argnums, "custom_jvp")
         self.rule = None
+        _register(self, name)
 
     def defjvp(self, rule: Callable) -> Callable:
         """Set the rule (usable as a decorator): ``rule(primals, tangents) -> (primal_out,
@@ -436,7 +451,16 @@ class custom_jvp:
         if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_jvp
-        return trace_custom_jvp(self.fun, self.rule, args, self.nondiff_argnums)
+        return trace_custom_jvp(self.fun, self.rule, args, self.nondiff_argnums, self)
+
+
+def _register(custom, name) -> None:
+    """Register a new custom function under ``name``, or by default under its function's
+    ``"module:qualname"`` when that is unique (``custom_rules``): graph JSON names it so."""
+    custom.registered_name = None
+    name = name if name is not None else default_name(custom.fun)
+    if name is not None:
+        register_custom_rule(name, custom)
 
 
 def _check_nondiff(nums, kind: str) -> tuple[int, ...]:

@@ -37,7 +37,8 @@ from .tracing import SOURCE_OVERRIDE as _source_override
 from .tracing import Trace, Tracer, source_line, user_source
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to",
-           "CustomVjpRule", "CustomJvpRule", "no_jvp_error", "forward_mode_blocker"]
+           "CustomVjpRule", "CustomJvpRule", "no_jvp_error", "forward_mode_blocker",
+           "bind_nondiff"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -398,17 +399,58 @@ checkpoint_p.vjp = _checkpoint_vjp
 checkpoint_p.jvp = _checkpoint_jvp
 
 
-class CustomVjpRule:
-    """A user's custom_vjp (fwd, bwd) pair, hashable by identity (a graph param).
+class _RuleKey:
+    """Equality and hashing of the custom rule params: by what the rule runs (the user's
+    custom function object and rule functions, the trees, the nondiff values), so that a
+    graph read back from JSON (whose rule is rebuilt from the registry) equals the graph
+    written. A rule without that description (a placeholder, an unhashable nondiff value)
+    is equal only to itself."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return False
+        k = self._key()
+        return k is not None and k == other._key()
+
+    def __hash__(self):
+        k = self._key()
+        return id(self) if k is None else hash(k)
+
+    def _key(self):
+        if self.batched is not None:
+            inner, size = self.batched
+            k = inner._key()
+            return None if k is None else ("batched", k, size)
+        o = self.origin
+        if o is None or o[0] is None:
+            return None
+        try:
+            hash(o[-2])
+        except TypeError:
+            return None
+        return (tuple(id(x) for x in o[:-2]), o[-2], o[-1], self.in_tree, self.out_tree)
+
+
+class CustomVjpRule(_RuleKey):
+    """A user's custom_vjp (fwd, bwd) pair (a graph param).
 
     ``fwd`` is traced lazily, only when the call is differentiated, so that ``fwd`` may call
-    the custom function itself (as in JAX's examples) without recursing."""
+    the custom function itself (as in JAX's examples) without recursing. ``fwd`` and ``bwd``
+    take the differentiated arguments only (nondiff arguments are bound into them).
+    ``origin`` is ``(custom_vjp object, its fwd, its bwd, nondiff, n_args)`` (``nondiff``:
+    ``((position, value), ...)``) and ``batched`` is ``(rule, axis size)`` for a rule made by
+    vmap: what graph JSON stores (``custom_rules``)."""
 
-    __slots__ = ("fwd", "bwd", "in_tree", "out_tree", "name")
+    __slots__ = ("fwd", "bwd", "in_tree", "out_tree", "name", "origin", "batched")
 
-    def __init__(self, fwd, bwd, in_tree, out_tree, name):
+    def __init__(self, fwd, bwd, in_tree, out_tree, name, origin=None, batched=None):
         self.fwd, self.bwd, self.in_tree, self.out_tree = fwd, bwd, in_tree, out_tree
         self.name = name
+        self.origin, self.batched = origin, batched
 
     def __repr__(self):
         return f"<custom_vjp rule of {self.name}>"
@@ -500,28 +542,34 @@ def _trace_custom(fun, args, kind):
 
 
 def _split_nondiff(args, nums, kind: str, name: str):
-    """(the differentiated arguments, merge: those -> all the arguments, the nondiff values
-    in order) for a custom rule with ``nondiff_argnums`` ``nums``."""
+    """(the differentiated arguments, nondiff: ``((position, value), ...)``) for a custom
+    rule with ``nondiff_argnums`` ``nums``."""
     from . import tree_util
     n = len(args)
     if nums and nums[-1] >= n:
         raise FunctraceTypeError(
             f"{kind} function {name} has nondiff_argnums {nums}, but was called with {n} "
             f"argument{'s' if n != 1 else ''} ({where()})")
-    static = {i: args[i] for i in nums}
-    for i, v in static.items():
-        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(v)):
+    for i in nums:
+        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args[i])):
             raise FunctraceTypeError(
                 f"{kind} function {name}: argument {i} is in nondiff_argnums but holds a value "
                 f"of an enclosing transform (a traced array), at {source_line(user_source())}. "
                 "nondiff arguments are fixed Python values (functions, shapes, flags), as in "
                 "JAX. Fix: pass it as an ordinary argument (its cotangent may be None), or "
                 "close over a concrete value.")
+    return ([a for i, a in enumerate(args) if i not in nums],
+            tuple((i, args[i]) for i in nums))
+
+
+def _merger(nondiff, n: int):
+    """diff args -> all ``n`` args, with the nondiff values at their positions."""
+    static = dict(nondiff)
 
     def merge(diff):
         it = iter(diff)
         return tuple(static[i] if i in static else next(it) for i in range(n))
-    return [a for i, a in enumerate(args) if i not in static], merge, [static[i] for i in nums]
+    return merge
 
 
 def _bound(fn, wrapper):
@@ -531,20 +579,33 @@ def _bound(fn, wrapper):
     return wrapper
 
 
-def trace_custom_vjp(fun, fwd, bwd, args, nondiff_argnums=()):
+def bind_nondiff(nondiff, n: int, fun=None, fwd=None, bwd=None, jvp=None):
+    """The user's functions with the nondiff values bound (JAX's conventions: ``fun`` and
+    ``fwd`` take them at their positions, ``bwd`` and a jvp rule as leading arguments);
+    None for those not given. Without nondiff arguments, the functions themselves."""
+    if not nondiff:
+        return fun, fwd, bwd, jvp
+    merge, vals = _merger(nondiff, n), [v for _, v in nondiff]
+    return (fun and _bound(fun, lambda *a: fun(*merge(a))),
+            fwd and _bound(fwd, lambda *a: fwd(*merge(a))),
+            bwd and _bound(bwd, lambda res, ct: bwd(*vals, res, ct)),
+            jvp and _bound(jvp, lambda ps, ts: jvp(*vals, ps, ts)))
+
+
+def trace_custom_vjp(fun, fwd, bwd, args, nondiff_argnums=(), custom=None):
     """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure.
     Arguments in ``nondiff_argnums`` are bound into ``fun``, ``fwd`` and ``bwd`` (as their
-    leading arguments, for ``bwd``): the call's operands are the other arguments."""
+    leading arguments, for ``bwd``): the call's operands are the other arguments. ``custom``
+    is the user's ``ft.custom_vjp`` object (what graph JSON names)."""
     from . import tree_util
     name = getattr(fun, "__name__", "f")
+    n, nondiff = len(args), ()
     if nondiff_argnums:
-        args, merge, nd = _split_nondiff(args, nondiff_argnums, "custom_vjp", name)
-        f0, fwd0, bwd0 = fun, fwd, bwd
-        fun = _bound(f0, lambda *a: f0(*merge(a)))
-        fwd = _bound(fwd0, lambda *a: fwd0(*merge(a)))
-        bwd = _bound(bwd0, lambda res, ct: bwd0(*nd, res, ct))
-    leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_vjp")
-    rule = CustomVjpRule(fwd, bwd, in_tree, out_tree, name)
+        args, nondiff = _split_nondiff(args, nondiff_argnums, "custom_vjp", name)
+    fun_b, fwd_b, bwd_b, _ = bind_nondiff(nondiff, n, fun=fun, fwd=fwd, bwd=bwd)
+    leaves, in_tree, graph, out_tree = _trace_custom(fun_b, args, "custom_vjp")
+    rule = CustomVjpRule(fwd_b, bwd_b, in_tree, out_tree, name,
+                         origin=(custom, fwd, bwd, nondiff, n))
     outs = bind(custom_vjp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))
 
@@ -554,13 +615,15 @@ def trace_custom_vjp(fun, fwd, bwd, args, nondiff_argnums=()):
 # tangent map t -> rule(x, t) with the ordinary vjp machinery
 # --------------------------------------------------------------------------------------------
 
-class CustomJvpRule:
-    """A user's custom_jvp rule, hashable by identity (a graph param)."""
+class CustomJvpRule(_RuleKey):
+    """A user's custom_jvp rule (a graph param); ``origin`` is ``(custom_jvp object, its
+    rule, nondiff, n_args)`` and ``batched`` as for ``CustomVjpRule``."""
 
-    __slots__ = ("jvp", "in_tree", "out_tree", "name")
+    __slots__ = ("jvp", "in_tree", "out_tree", "name", "origin", "batched")
 
-    def __init__(self, jvp, in_tree, out_tree, name):
+    def __init__(self, jvp, in_tree, out_tree, name, origin=None, batched=None):
         self.jvp, self.in_tree, self.out_tree, self.name = jvp, in_tree, out_tree, name
+        self.origin, self.batched = origin, batched
 
     def __repr__(self):
         return f"<custom_jvp rule of {self.name}>"
@@ -624,18 +687,18 @@ custom_jvp_call_p.jvp = _custom_jvp_jvp
 custom_jvp_call_p.vjp = _custom_jvp_vjp
 
 
-def trace_custom_jvp(fun, jvp_rule, args, nondiff_argnums=()):
+def trace_custom_jvp(fun, jvp_rule, args, nondiff_argnums=(), custom=None):
     """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure.
     Arguments in ``nondiff_argnums`` are bound into ``fun`` and the rule (as its leading
-    arguments): the call's operands, primals and tangents are the other arguments."""
+    arguments): the call's operands, primals and tangents are the other arguments.
+    ``custom`` is the user's ``ft.custom_jvp`` object (what graph JSON names)."""
     from . import tree_util
     name = getattr(fun, "__name__", "f")
+    n, nondiff = len(args), ()
     if nondiff_argnums:
-        args, merge, nd = _split_nondiff(args, nondiff_argnums, "custom_jvp", name)
-        f0, r0 = fun, jvp_rule
-        fun = _bound(f0, lambda *a: f0(*merge(a)))
-        jvp_rule = _bound(r0, lambda ps, ts: r0(*nd, ps, ts))
-    leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_jvp")
-    rule = CustomJvpRule(jvp_rule, in_tree, out_tree, name)
+        args, nondiff = _split_nondiff(args, nondiff_argnums, "custom_jvp", name)
+    fun_b, _, _, jvp_b = bind_nondiff(nondiff, n, fun=fun, jvp=jvp_rule)
+    leaves, in_tree, graph, out_tree = _trace_custom(fun_b, args, "custom_jvp")
+    rule = CustomJvpRule(jvp_b, in_tree, out_tree, name, origin=(custom, jvp_rule, nondiff, n))
     outs = bind(custom_jvp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))

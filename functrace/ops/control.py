@@ -307,6 +307,11 @@ def _custom_impl(*args, fun_graph, rule):
 
 
 def _custom_abstract(*avals, fun_graph, rule):
+    n_in, n_out = len(fun_graph.inputs), len(fun_graph.outputs)
+    if (rule.in_tree.num_leaves, rule.out_tree.num_leaves) != (n_in, n_out):
+        raise TypeError(f"the rule's structures have {rule.in_tree.num_leaves} argument and "
+                        f"{rule.out_tree.num_leaves} result leaves; the function's graph has "
+                        f"{n_in} inputs and {n_out} outputs")
     return _sub_abstract(*avals, graph=fun_graph)
 
 

@@ -369,3 +369,72 @@ def test_nondiff_argnums_errors_name_the_fix():
         ft.grad(lambda x: scale(x))(1.0)
     with pytest.raises(TypeError, match="nondiff_argnums must be"):
         ft.custom_jvp(lambda x: x, nondiff_argnums=(-1,))
+
+
+# ---- graphs with custom rules round-trip through JSON (rules named, never imported) ---------
+
+def test_symbols_with_custom_rules_round_trip_through_json():
+    x = np.array([0.5, -2.0])
+
+    def f(x):
+        return fnp.sum(_softclip(x) * fnp.sin(x))
+
+    assert _softclip.registered_name == f"{__name__}:_softclip"   # module-level: by default
+    for sym in (ft.trace(f)(x), ft.trace(ft.grad(f))(x),
+                ft.trace(ft.vmap(lambda x: _softclip(x) * x))(np.ones((3, 2)))):
+        back = ft.Symbol.from_json(sym.to_json())
+        assert back == sym
+        args = [np.ones((3, 2))] if sym.inputs[0].aval.shape == (3, 2) else [x]
+        np.testing.assert_array_equal(back(*args), sym(*args))
+    back = ft.Symbol.from_json(ft.trace(f)(x).to_json())
+    np.testing.assert_allclose(ft.grad(back)(x), ft.grad(f)(x), rtol=1e-15)
+    np.testing.assert_allclose(ft.jacobian(back)(x), ft.grad(f)(x), rtol=1e-15)
+
+
+def test_custom_rules_need_a_name_for_json_and_register_custom_rule_gives_one():
+    import functrace.custom_rules as cr
+
+    def make():
+        @ft.custom_jvp
+        def cube(x):
+            return x ** 3
+
+        cube.defjvp(lambda p, t: (cube(p[0]), 3 * p[0] ** 2 * t[0]))
+        return cube
+
+    cube = make()                  # defined inside a function: no unique default name
+    assert cube.registered_name is None
+    sym = ft.trace(lambda x: cube(x) * 2.0)(1.5)
+    with pytest.raises(TypeError, match=r"register_custom_rule\('pkg.cube', cube\)"):
+        sym.to_json()
+    ft.register_custom_rule("tests.porting.cube", cube)
+    text = sym.to_json()
+    assert "tests.porting.cube" in text
+    np.testing.assert_allclose(ft.grad(ft.Symbol.from_json(text))(1.5), 6 * 1.5 ** 2)
+    # a process that never registered the name: the graph loads and runs; differentiating
+    # it says which rule to register
+    del cr._REGISTRY["tests.porting.cube"]
+    back = ft.Symbol.from_json(text)
+    np.testing.assert_allclose(back(1.5), 2 * 1.5 ** 3)
+    with pytest.raises(ft.MissingRuleError, match=r"'tests\.porting\.cube'.*register"):
+        ft.grad(back)(1.5)
+    assert ft.Symbol.from_json(back.to_json()).to_json() == text   # still named the same
+
+
+def test_custom_rule_json_names_and_nondiff_values():
+    from functools import partial
+
+    @partial(ft.custom_vjp, nondiff_argnums=(1,), name="tests.porting.scaled")
+    def scaled(x, k):
+        return x * k
+
+    scaled.defvjp(lambda x, k: (x * k, None), lambda k, res, g: (g * k,))
+    sym = ft.trace(lambda x: scaled(x, 3))(2.0)
+    back = ft.Symbol.from_json(sym.to_json())
+    assert back == sym
+    np.testing.assert_allclose(ft.grad(back)(2.0), 3.0)
+    # a nondiff value JSON cannot hold: the error names the argument and the fix
+    app = ft.custom_vjp(lambda f, x: f(x), nondiff_argnums=(0,), name="tests.porting.app")
+    app.defvjp(lambda f, x: (f(x), x), lambda f, x, g: (g,))
+    with pytest.raises(TypeError, match="argument 0 of <lambda> is in nondiff_argnums"):
+        ft.trace(lambda x: app(fnp.sin, x))(2.0).to_json()
