@@ -102,7 +102,9 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
     Args:
         fun: function of arrays (or pytrees of arrays) returning a float scalar, or
-            ``(scalar, aux)`` when ``has_aux``.
+            ``(scalar, aux)`` when ``has_aux``. An output of one element with shape (1,),
+            (1, 1), ... counts as a scalar (as in autograd): the gradient is that element's,
+            and the value keeps its shape.
         argnums: which positional argument(s) to differentiate; a tuple gives a tuple of
             gradients.
         has_aux: ``fun`` returns ``(value, aux)``; the result is ``((value, aux), grad)``.
@@ -157,7 +159,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
         y, aux = _scalar_output(out, fname, has_aux, holomorphic)
         wanted = [ins[i] for i in wrt]
         if isinstance(y, TapeTracer) and y._trace is trace:
-            grads = trace.pullback([(y, np.ones((), y.dtype))], wanted)
+            grads = trace.pullback([(y, np.ones(y.shape, y.dtype))], wanted)
         else:      # the value does not depend on the differentiated arguments
             grads = [_zeros_of(t._primal) for t in wanted]
         top = trace.parent is None

@@ -438,3 +438,40 @@ def test_custom_rule_json_names_and_nondiff_values():
     app.defvjp(lambda f, x: (f(x), x), lambda f, x, g: (g,))
     with pytest.raises(TypeError, match="argument 0 of <lambda> is in nondiff_argnums"):
         ft.trace(lambda x: app(fnp.sin, x))(2.0).to_json()
+
+
+# ---- grad of a one-element output of shape (1,) or (1, 1), as autograd ---------------------
+
+def test_grad_of_a_one_element_output_matches_autograd():
+    import autograd
+    import autograd.numpy as anp
+
+    w = rng.standard_normal((3, 1))
+    x = rng.standard_normal(3)
+
+    def make(np_):
+        def f(x):              # a (1,)-shaped loss, as x @ W with W (3, 1) gives
+            return np_.tanh(x @ w) * 2.0
+
+        def g(x):              # (1, 1)
+            return np_.reshape(np_.sum(np_.sin(x)), (1, 1))
+        return f, g
+
+    (f, g), (af, ag) = make(fnp), make(anp)
+    for mine, theirs in ((f, af), (g, ag)):
+        np.testing.assert_allclose(ft.grad(mine)(x), autograd.grad(theirs)(x), rtol=1e-14)
+        np.testing.assert_allclose(ft.jit(ft.grad(mine))(x), autograd.grad(theirs)(x),
+                                   rtol=1e-14)
+        v, gr = ft.value_and_grad(mine)(x)
+        assert v.shape == theirs(x).shape           # the value keeps its shape
+        np.testing.assert_allclose(gr, autograd.grad(theirs)(x), rtol=1e-14)
+    np.testing.assert_allclose(ft.grad(ft.grad(lambda x: g(x)[0, 0] * 1.0))(1.0),
+                               -np.sin(1.0))
+    np.testing.assert_allclose(ft.grad(lambda x: ft.grad(g)(x)[0])(x)[0], -np.sin(x[0]))
+
+
+def test_grad_of_a_larger_output_says_its_size():
+    with pytest.raises(TypeError, match=r"shape \(2,\) \(size 2\)"):
+        ft.grad(lambda x: x * 2.0)(np.ones(2))
+    with pytest.raises(TypeError, match=r"shape \(0,\) \(size 0\)"):
+        ft.grad(lambda x: x[:0])(np.ones(2))
