@@ -15,17 +15,17 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import device, extend, nn, test_util, tree_util  # noqa: F401  (ft.extend)
-from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
-                  stop_gradient, trace, value_and_grad, vjp)
+from . import debug, device, extend, nn, test_util, tree_util  # noqa: F401  (ft.extend)
+from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, eval_shape, grad, remat,
+                  safe_where, stop_gradient, trace, value_and_grad, vjp)
 from .control import cond, fori_loop, map, scan, switch, while_loop
-from .config import config
+from .config import config, disable_jit
 from .core import AVal, Graph, verify
 from .custom_rules import register_custom_rule
-from .device import device_get, device_put
+from .device import block_until_ready, device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
                      FunctraceTypeError, FunctraceValueError, FunctraceWarning,
-                     GraphFormatError, GuardError, MissingRuleError, ShapeError,
+                     GraphFormatError, GuardError, MissingRuleError, NaNError, ShapeError,
                      TracerConversionError, TracerLeakError)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
@@ -40,8 +40,9 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "scan", "map", "stop_gradient", "clear_caches",
            "custom_vjp", "custom_jvp", "register_custom_rule", "checkpoint", "remat",
            "safe_where", "Symbol",
-           "ShapeDtype", "config", "AVal", "Graph", "verify", "device_put", "device_get", "device",
+           "ShapeDtype", "config", "disable_jit", "eval_shape", "block_until_ready",
+           "AVal", "Graph", "verify", "device_put", "device_get", "device", "debug",
            "tree_util", "nn", "test_util", "autograd", "FunctraceError", "FunctraceWarning",
            "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
            "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",
-           "TracerConversionError", "GuardError", "GraphFormatError"]
+           "TracerConversionError", "GuardError", "GraphFormatError", "NaNError"]

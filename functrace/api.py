@@ -29,6 +29,7 @@ from .arguments import (
     flatten_fun,
     wrt_leaf_indices,
 )
+from .core import AVal
 from .custom_rules import default_name, register_custom_rule
 from .errors import (
     FunctraceTypeError,
@@ -78,6 +79,37 @@ def trace(fun: Callable) -> Callable[..., Symbol]:
                 f"function instead (a Symbol must be closed) ({where()})")
         return Symbol(tr.graph, in_tree, out_tree, tr.guards)
     return traced
+
+
+def eval_shape(fun: Callable, *args, **kwargs):
+    """The shapes and dtypes ``fun(*args, **kwargs)`` would return, computed without any
+    arithmetic: ``fun`` is traced on abstract values (as ``jax.eval_shape``).
+
+    Arguments may be arrays, numbers, ``ft.ShapeDtype(shape, dtype)`` or anything with
+    ``.shape`` and ``.dtype``, in pytrees; the result has ``fun``'s output structure with an
+    ``ft.ShapeDtype`` (``.shape``, ``.dtype``) per array. Python control flow on values is
+    a ConcretizationError, as under ``ft.jit`` with abstract inputs.
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> ft.eval_shape(lambda x, w: fnp.tanh(x @ w), ft.ShapeDtype((8, 3), np.float32),
+        ...               np.ones((3, 5), np.float32))
+        f32[8,5]
+    """
+    check_callable(fun, "eval_shape")
+    leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
+
+    def abstract(i, x):
+        if isinstance(x, AVal):
+            return x
+        if isinstance(x, Tracer):
+            return x.aval
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return AVal(tuple(x.shape), np.dtype(x.dtype))
+        return aval_of(check_leaf_arg(x, i))
+    flat, box = flatten_fun(fun, in_tree)
+    tr = trace_to_graph(flat, [abstract(i, x) for i, x in enumerate(leaves)])
+    return tree_util.tree_unflatten(box[0], [o.aval for o in tr.graph.outputs])
 
 
 # --------------------------------------------------------------------------------------------

@@ -475,3 +475,167 @@ def test_grad_of_a_larger_output_says_its_size():
         ft.grad(lambda x: x * 2.0)(np.ones(2))
     with pytest.raises(TypeError, match=r"shape \(0,\) \(size 0\)"):
         ft.grad(lambda x: x[:0])(np.ones(2))
+
+
+# ---- day-one extras: eval_shape, block_until_ready, device_put, disable_jit, config ---------
+
+def test_eval_shape_returns_shapes_and_dtypes_without_computing():
+    calls = []
+
+    def f(x, p):
+        calls.append(1)
+        return {"y": fnp.tanh(x @ p["w"]) + p["b"], "n": fnp.sum(x)}
+
+    out = ft.eval_shape(f, ft.ShapeDtype((8, 3), np.float32),
+                        {"w": np.ones((3, 5), np.float32), "b": np.zeros(5, np.float32)})
+    assert out["y"].shape == (8, 5) and out["y"].dtype == np.float32
+    assert out["n"].shape == () and out["n"].dtype == np.float32
+    with pytest.raises(ft.ConcretizationError):
+        ft.eval_shape(lambda x: x if x.sum() > 0 else -x, np.ones(2))
+
+
+def test_block_until_ready_and_device_put_on_the_host():
+    tree = {"w": np.ones(2), "b": [np.zeros(1)]}
+    assert ft.block_until_ready(tree) is tree
+    from functrace.backends.cuda.device import simulator_enabled, unavailable_reason
+    if not simulator_enabled() and unavailable_reason() is not None:   # a CPU-only machine
+        assert ft.device_put(tree) is tree                  # the default device: a no-op
+        assert ft.device_put(tree, "cpu")["w"] is tree["w"]
+        with pytest.raises(ft.BackendError):
+            ft.device_put(tree, "cuda")                     # asked for explicitly: says why
+
+
+def test_disable_jit_runs_python_directly():
+    seen = []
+
+    @ft.jit
+    def f(x):
+        seen.append(type(x))
+        return x * 2.0
+
+    f(np.ones(2))
+    assert seen[-1] is not np.ndarray                      # traced
+    with ft.disable_jit():
+        np.testing.assert_array_equal(f(np.ones(2)), 2.0)
+        assert seen[-1] is np.ndarray                      # ran on the values
+        assert ft.config.disable_jit
+    assert not ft.config.disable_jit
+
+
+def test_config_update_and_enable_checks(monkeypatch):
+    ft.config.update("jax_enable_checks", True)
+    try:
+        assert ft.config.enable_checks
+        from functrace.passes import simplify
+        checked = []
+        monkeypatch.setattr(simplify, "verify", lambda g: checked.append(g))
+        ft.jit(lambda x: fnp.sin(x) * 2.0 + 0.0, backend="numpy")(np.ones(3))
+        assert checked, "enable_checks verifies graphs after each simplification round"
+    finally:
+        ft.config.enable_checks = False
+    with pytest.raises(AttributeError, match="no switch"):
+        ft.config.update("debug_infs", True)
+
+
+@pytest.fixture
+def debug_nans():
+    ft.config.debug_nans = True
+    try:
+        yield
+    finally:
+        ft.config.debug_nans = False
+
+
+def _where_sqrt(x):
+    return fnp.sum(fnp.where(x > 0, fnp.sqrt(x), 0.0))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::functrace.FunctraceWarning")
+def test_debug_nans_names_the_rule_and_line_of_a_gradient_nan(debug_nans):
+    x = np.array([0.0, 4.0])
+    for g in (ft.grad(_where_sqrt), ft.jit(ft.grad(_where_sqrt)),
+              ft.trace(ft.grad(_where_sqrt))(x)):
+        with pytest.raises(FloatingPointError) as info:
+            g(x)
+        msg = str(info.value)
+        assert isinstance(info.value, ft.NaNError)
+        assert "mul(0.0, inf)" in msg and "derivative rule of sqrt" in msg, msg
+        assert "fnp.where(x > 0, fnp.sqrt(x), 0.0)" in msg         # the user's line
+        assert "inf made from finite values came from div" in msg
+    ft.config.debug_nans = False
+    assert np.isnan(ft.grad(_where_sqrt)(x)[0])          # off: the NaN flows out, as before
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_debug_nans_in_forward_passes_and_not_for_nans_that_flow_in(debug_nans):
+    def f(x):
+        return fnp.sum(fnp.log(x - 1.0) * 0.0 + x)      # log(-0.5) is NaN
+
+    x = np.array([0.5, 2.0])
+    for run in (ft.grad(f), ft.jit(f), ft.vmap(f), lambda x: ft.jvp(f, (x,), (x,))):
+        with pytest.raises(ft.NaNError, match=r"log\(-0.5\).*produced a NaN at .*fnp\.log"):
+            run(x)
+    # a NaN that comes in with the inputs is not any op's doing
+    np.testing.assert_array_equal(ft.grad(lambda x: fnp.sum(x * 2.0))(np.array([np.nan])),
+                                  [2.0])
+
+
+# ---- ft.debug.print ---------------------------------------------------------------------
+
+def _printing(x):
+    ft.debug.print("x={} s={s} {}", x, "tag", s=fnp.sum(x))
+    return fnp.sum(x ** 2)
+
+
+def _lines(capsys):
+    return capsys.readouterr().out.splitlines()
+
+
+def test_debug_print_eager_grad_jvp(capsys):
+    x = np.array([1.0, 2.0])
+    _printing(x)
+    assert _lines(capsys) == ["x=[1. 2.] s=3.0 tag"]
+    np.testing.assert_array_equal(ft.grad(_printing)(x), [2.0, 4.0])
+    assert _lines(capsys) == ["x=[1. 2.] s=3.0 tag"]       # the forward pass, once
+    ft.jvp(_printing, (x,), (x,))
+    assert _lines(capsys) == ["x=[1. 2.] s=3.0 tag"]       # primal values
+
+
+def test_debug_print_under_vmap_prints_each_example(capsys):
+    ft.vmap(_printing)(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert _lines(capsys) == ["x=[1. 2.] s=3.0 tag", "x=[3. 4.] s=7.0 tag"]
+    ft.vmap(ft.vmap(lambda x: ft.debug.print("{}", x)))(np.arange(4.0).reshape(2, 2))
+    assert _lines(capsys) == ["0.0", "1.0", "2.0", "3.0"]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_debug_print_under_jit_prints_when_the_compiled_code_runs(capsys, backend):
+    f = ft.jit(_printing, backend=backend, eager=True)
+    f(np.array([1.0, 2.0]))
+    f(np.array([0.0, 5.0]))                                  # no re-trace: printed at run time
+    assert _lines(capsys) == ["x=[1. 2.] s=3.0 tag", "x=[0. 5.] s=5.0 tag"]
+    g = ft.jit(ft.grad(_printing), backend=backend, eager=True)
+    g(np.array([1.0, 1.0]))
+    assert _lines(capsys) == ["x=[1. 1.] s=2.0 tag"]
+    # inside a branch, twice with equal arguments (never merged), and on constants only
+    # (never folded into a constant at trace time)
+    h = ft.jit(lambda x: ft.cond(x[0] > 0, lambda x: _printing(x) + _printing(x),
+                                 lambda x: x[0] * 0.0, x) + _const_print(), backend=backend)
+    h(np.array([1.0, 2.0]))
+    assert _lines(capsys) == ["x=[1. 2.] s=3.0 tag"] * 2 + ["const 7"]
+    h(np.array([-1.0, 2.0]))
+    assert _lines(capsys) == ["const 7"]
+
+
+def _const_print():
+    ft.debug.print("const {}", np.int64(7))
+    return 0.0
+
+
+def test_debug_print_round_trips_through_json(capsys):
+    sym = ft.trace(_printing)(np.ones(2))
+    _lines(capsys)
+    ft.Symbol.from_json(sym.to_json())(np.array([2.0, 2.0]))
+    assert _lines(capsys) == ["x=[2. 2.] s=4.0 tag"]
+    with pytest.raises(TypeError, match="pytree"):
+        ft.grad(lambda x: ft.debug.print("{}", {"x": x}) or fnp.sum(x))(np.ones(2))
