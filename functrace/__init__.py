@@ -15,15 +15,17 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import device, extend, nn, random, test_util, tree_util  # noqa: F401  (ft.extend)
-from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
-                  stop_gradient, trace, value_and_grad, vjp)
+from . import debug, device, extend, nn, random, test_util, tree_util  # noqa: F401  (ft.extend)
+from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, eval_shape, grad, remat,
+                  safe_where, stop_gradient, trace, value_and_grad, vjp)
 from .control import cond, fori_loop, map, scan, switch, while_loop
+from .config import config, disable_jit
 from .core import AVal, Graph, verify
-from .device import device_get, device_put
+from .custom_rules import register_custom_rule
+from .device import block_until_ready, device_get, device_put
 from .errors import (AxisError, BackendError, ConcretizationError, FunctraceError,
                      FunctraceTypeError, FunctraceValueError, FunctraceWarning,
-                     GraphFormatError, GuardError, MissingRuleError, ShapeError,
+                     GraphFormatError, GuardError, MissingRuleError, NaNError, ShapeError,
                      TracerConversionError, TracerLeakError)
 from .forward import hessian, jacfwd, jacobian, jacrev, jvp, linearize, vmap
 from .jit import jit
@@ -33,11 +35,14 @@ from . import autograd  # the MXNet-style imperative API: the top layer, importe
 
 __version__ = "0.1.0"
 
-__all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd", "jacrev",
-           "jacobian", "hessian", "jit", "cond", "switch", "while_loop", "fori_loop", "scan", "map",
-           "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp", "checkpoint", "remat",
-           "safe_where", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "device_put",
-           "device_get", "device", "tree_util", "nn", "random", "test_util", "autograd",
-           "FunctraceError", "FunctraceWarning", "FunctraceTypeError", "FunctraceValueError",
-           "ShapeError", "AxisError", "ConcretizationError", "MissingRuleError", "BackendError",
-           "TracerLeakError", "TracerConversionError", "GuardError", "GraphFormatError"]
+__all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap", "jacfwd",
+           "jacrev", "jacobian", "hessian", "jit", "cond", "switch", "while_loop", "fori_loop",
+           "scan", "map", "stop_gradient", "clear_caches",
+           "custom_vjp", "custom_jvp", "register_custom_rule", "checkpoint", "remat",
+           "safe_where", "Symbol",
+           "ShapeDtype", "config", "disable_jit", "eval_shape", "block_until_ready",
+           "AVal", "Graph", "verify", "device_put", "device_get", "device", "debug",
+           "tree_util", "nn", "random", "test_util", "autograd", "FunctraceError",
+           "FunctraceWarning", "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
+           "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",
+           "TracerConversionError", "GuardError", "GraphFormatError", "NaNError"]

@@ -29,6 +29,8 @@ from .arguments import (
     flatten_fun,
     wrt_leaf_indices,
 )
+from .core import AVal
+from .custom_rules import default_name, register_custom_rule
 from .errors import (
     FunctraceTypeError,
     FunctraceValueError,
@@ -79,6 +81,37 @@ def trace(fun: Callable) -> Callable[..., Symbol]:
     return traced
 
 
+def eval_shape(fun: Callable, *args, **kwargs):
+    """The shapes and dtypes ``fun(*args, **kwargs)`` would return, computed without any
+    arithmetic: ``fun`` is traced on abstract values (as ``jax.eval_shape``).
+
+    Arguments may be arrays, numbers, ``ft.ShapeDtype(shape, dtype)`` or anything with
+    ``.shape`` and ``.dtype``, in pytrees; the result has ``fun``'s output structure with an
+    ``ft.ShapeDtype`` (``.shape``, ``.dtype``) per array. Python control flow on values is
+    a ConcretizationError, as under ``ft.jit`` with abstract inputs.
+
+    Example:
+        >>> import numpy as np, functrace as ft, functrace.numpy as fnp
+        >>> ft.eval_shape(lambda x, w: fnp.tanh(x @ w), ft.ShapeDtype((8, 3), np.float32),
+        ...               np.ones((3, 5), np.float32))
+        f32[8,5]
+    """
+    check_callable(fun, "eval_shape")
+    leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
+
+    def abstract(i, x):
+        if isinstance(x, AVal):
+            return x
+        if isinstance(x, Tracer):
+            return x.aval
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return AVal(tuple(x.shape), np.dtype(x.dtype))
+        return aval_of(check_leaf_arg(x, i))
+    flat, box = flatten_fun(fun, in_tree)
+    tr = trace_to_graph(flat, [abstract(i, x) for i, x in enumerate(leaves)])
+    return tree_util.tree_unflatten(box[0], [o.aval for o in tr.graph.outputs])
+
+
 # --------------------------------------------------------------------------------------------
 # The transforms: un-jitted transforms re-run the user's Python on every call (running.py)
 # --------------------------------------------------------------------------------------------
@@ -101,7 +134,9 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
     Args:
         fun: function of arrays (or pytrees of arrays) returning a float scalar, or
-            ``(scalar, aux)`` when ``has_aux``.
+            ``(scalar, aux)`` when ``has_aux``. An output of one element with shape (1,),
+            (1, 1), ... counts as a scalar (as in autograd): the gradient is that element's,
+            and the value keeps its shape.
         argnums: which positional argument(s) to differentiate; a tuple gives a tuple of
             gradients.
         has_aux: ``fun`` returns ``(value, aux)``; the result is ``((value, aux), grad)``.
@@ -156,7 +191,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, fname):
         y, aux = _scalar_output(out, fname, has_aux, holomorphic)
         wanted = [ins[i] for i in wrt]
         if isinstance(y, TapeTracer) and y._trace is trace:
-            grads = trace.pullback([(y, np.ones((), y.dtype))], wanted)
+            grads = trace.pullback([(y, np.ones(y.shape, y.dtype))], wanted)
         else:      # the value does not depend on the differentiated arguments
             grads = [_zeros_of(t._primal) for t in wanted]
         top = trace.parent is None
@@ -340,20 +375,49 @@ class custom_vjp:
     ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple`` (one cotangent per
     argument, None for zero). Outside a transform the function simply runs. The backward
     function is written with functrace.numpy, so it can be differentiated again.
+
+    ``nondiff_argnums`` (JAX's semantics): those arguments are not differentiated and may be
+    any Python values (a function, a shape, a flag); ``fwd`` takes all the arguments as the
+    function does, and ``bwd(*nondiff_args, residuals, ct)`` receives them first and returns
+    cotangents for the other arguments only. They must not be values of an enclosing
+    transform (a traced array): pass such a value as an ordinary argument (with a None
+    cotangent) instead.
+
+    ``name``: how graph JSON names the rule (``Symbol.to_json``; ``Symbol.from_json`` finds
+    it in the process's registry, never by importing). The default is ``"module:qualname"``
+    of a module-level function; others (a lambda, a function defined in a function) need a
+    name here or ``ft.register_custom_rule(name, f)`` before ``to_json``.
+
+    ``fwd`` (and the function) may use Python control flow on the values of the arguments
+    (``while x > 1: x = x / 2``) wherever those values are known: under ``ft.grad``,
+    ``ft.vjp``, ``ft.checkpoint``, ``ft.linearize``, ``functrace.autograd`` and ``ft.jit``
+    called with concrete arrays. Inside ``ft.cond``/``ft.scan``/loop bodies, ``ft.vmap``,
+    or with abstract inputs, it is a ``ConcretizationError``, as for any function.
     """
 
-    def __init__(self, fun: Callable):
+    kind = "custom_vjp"
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (),
+                 name: str | None = None):
         check_callable(fun, "custom_vjp")
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = _check_nondiff(nondiff_argnums, "custom_vjp")
         self.fwd = None
         self.bwd = None
+        _register(self, name)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        """Set the rule: ``fwd(*args) -> (output, residuals)``, ``bwd(residuals, cotangent) ->
+        one cotangent per argument`` (``bwd(*nondiff_args, residuals, cotangent)`` with
+        ``nondiff_argnums``)."""
         name = getattr(self.fun, "__name__", "f")
+        nd = len(self.nondiff_argnums)
         _check_rule(fwd, None, f"custom_vjp {name}: fwd", "fwd(*args) -> (output, residuals)")
-        _check_rule(bwd, 2, f"custom_vjp {name}: bwd", "bwd(residuals, cotangent) -> a tuple "
-                    "with one cotangent per argument")
+        form = ("bwd(residuals, cotangent) -> a tuple with one cotangent per argument" if not nd
+                else f"bwd({'nondiff, ' * nd}residuals, cotangent) -> a tuple with one "
+                "cotangent per argument not in nondiff_argnums")
+        _check_rule(bwd, 2 + nd, f"custom_vjp {name}: bwd", form)
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args):
@@ -364,7 +428,8 @@ class custom_vjp:
         if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_vjp
-        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args)
+        return trace_custom_vjp(self.fun, self.fwd, self.bwd, args, self.nondiff_argnums,
+                                self)
 
 
 class custom_jvp:
@@ -385,17 +450,30 @@ class custom_jvp:
 
     ``rule(primals, tangents) -> (primal_out, tangent_out)`` with ``primals`` and
     ``tangents`` tuples of the arguments; the tangent output must be linear in the tangents.
+    With ``nondiff_argnums`` (JAX's semantics) the rule is
+    ``rule(*nondiff_args, primals, tangents)``, ``primals`` and ``tangents`` holding the other
+    arguments only (see ``custom_vjp`` for what nondiff arguments may be, for ``name`` and
+    for Python control flow on values).
     """
 
-    def __init__(self, fun: Callable):
+    kind = "custom_jvp"
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (),
+                 name: str | None = None):
         check_callable(fun, "custom_jvp")
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = _check_nondiff(nondiff_argnums, "custom_jvp")
         self.rule = None
+        _register(self, name)
 
     def defjvp(self, rule: Callable) -> Callable:
-        _check_rule(rule, 2, f"custom_jvp {getattr(self.fun, '__name__', 'f')}: the rule",
-                    "rule(primals, tangents) -> (primal_out, tangent_out)")
+        """Set the rule (usable as a decorator): ``rule(primals, tangents) -> (primal_out,
+        tangent_out)`` (``rule(*nondiff_args, primals, tangents)`` with
+        ``nondiff_argnums``)."""
+        nd = len(self.nondiff_argnums)
+        _check_rule(rule, 2 + nd, f"custom_jvp {getattr(self.fun, '__name__', 'f')}: the rule",
+                    f"rule({'nondiff, ' * nd}primals, tangents) -> (primal_out, tangent_out)")
         self.rule = rule
         return rule
 
@@ -407,7 +485,32 @@ class custom_jvp:
         if current_trace() is None:
             return self.fun(*args)
         from .autodiff import trace_custom_jvp
-        return trace_custom_jvp(self.fun, self.rule, args)
+        return trace_custom_jvp(self.fun, self.rule, args, self.nondiff_argnums, self)
+
+
+def _register(custom, name) -> None:
+    """Register a new custom function under ``name``, or by default under its function's
+    ``"module:qualname"`` when that is unique (``custom_rules``): graph JSON names it so."""
+    custom.registered_name = None
+    name = name if name is not None else default_name(custom.fun)
+    if name is not None:
+        register_custom_rule(name, custom)
+
+
+def _check_nondiff(nums, kind: str) -> tuple[int, ...]:
+    """``nondiff_argnums`` as a sorted tuple of distinct non-negative ints, or a TypeError."""
+    if isinstance(nums, int | np.integer):
+        nums = (nums,)
+    try:
+        out = tuple(sorted({int(i) for i in nums}))
+        ok = len(out) == len(tuple(nums)) and all(
+            isinstance(i, int | np.integer) and i >= 0 for i in nums)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise FunctraceTypeError(f"{kind}: nondiff_argnums must be distinct non-negative "
+                                 f"argument positions, got {nums!r} ({where()})")
+    return out
 
 
 def _check_rule(rule, nargs, what: str, form: str) -> None:

@@ -155,10 +155,13 @@ def check_wrt_dtypes(leaves, wrt, fname, holomorphic, complex_inputs: bool = Tru
 
 
 def check_scalar_out(aval, fname, holomorphic):
-    if aval.shape != ():
+    """The checks of grad's output: one element (a 0-d array, or shape (1,), (1, 1)...: the
+    gradient is that element's, as in autograd), float, complex only with holomorphic."""
+    if aval.size != 1:
         raise FunctraceTypeError(
-            f"{fname} requires a scalar output, got shape {aval.shape}. Fix: reduce it (e.g. "
-            f"fnp.sum(...)), or use ft.vjp / ft.jacrev for non-scalar outputs ({where()})")
+            f"{fname} requires a scalar output (one element), got shape {aval.shape} "
+            f"(size {aval.size}). Fix: reduce it (e.g. fnp.sum(...)), or use ft.vjp / "
+            f"ft.jacrev for non-scalar outputs ({where()})")
     if aval.dtype.kind == "c" and not holomorphic:
         raise FunctraceTypeError(
             f"{fname} of a complex output needs holomorphic=True (or take the real part / abs "

@@ -34,10 +34,11 @@ from .errors import FunctraceTypeError, MissingRuleError, ShapeError, where
 from .tracing import COTANGENTS_WANTED as _wanted
 from .tracing import CURRENT_TRACE as _current
 from .tracing import SOURCE_OVERRIDE as _source_override
-from .tracing import Trace, Tracer, source_line
+from .tracing import Trace, Tracer, source_line, user_source
 
 __all__ = ["vjp_graph", "jvp_graph", "active_vars", "zeros_like", "rule_dependency", "fit_to",
-           "CustomVjpRule", "CustomJvpRule"]
+           "CustomVjpRule", "CustomJvpRule", "no_jvp_error", "forward_mode_blocker",
+           "bind_nondiff"]
 
 
 def _differentiable(aval: AVal) -> bool:
@@ -96,14 +97,18 @@ def _fit(ct, aval: AVal, eqn: Eqn):
     return fit_to(ct, aval.shape, aval.dtype, eqn.op.name if eqn else "a custom function")
 
 
-def _extending_trace(g: Graph):
+def _extending_trace(g: Graph, values: Sequence | None = None):
     """A trace whose equations start as ``g``'s (reused as they are: graphs are immutable),
-    and a function giving the value of an atom of ``g`` in it."""
+    and a function giving the value of an atom of ``g`` in it. ``values`` (one per input of
+    ``g``: an array, a tracer of an enclosing trace, or None) let rules read concrete values
+    on demand, as a trace of concrete inputs does."""
     trace = Trace(_current.get())
     trace.inputs = list(g.inputs)
     trace.n_explicit = len(g.inputs)
-    for v in g.inputs:
-        trace.sources[v] = None
+    for k, v in enumerate(g.inputs):
+        x = values[k] if values is not None else None
+        trace.sources[v] = (x if x is None or isinstance(x, Tracer | np.ndarray)
+                            else np.asarray(x))
     trace.eqns = list(g.eqns)
     for e in g.eqns:
         for o in e.outputs:
@@ -114,7 +119,8 @@ def _extending_trace(g: Graph):
     return trace, val
 
 
-def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
+def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence,
+              values: Sequence | None = None) -> Graph:
     """The joint forward+backward graph of ``g``.
 
     Args:
@@ -123,12 +129,17 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
         seeds: one entry per output of ``g``: ``"input"`` (the cotangent becomes a new graph
             input, appended after ``g``'s inputs in output order), a numpy array (a constant
             cotangent, e.g. ``1.0`` for ``grad``), or ``None`` (zero: aux or integer outputs).
+        values: the values of ``g``'s inputs where the caller has them (arrays, or tracers of
+            the current trace): rules that run Python control flow on values (a custom_vjp's
+            ``fwd`` with a ``while``) may then read them. The result is then specialised to
+            those values (decisions read through a tracer are guards of its trace): use it
+            for these values only.
 
     Returns:
         A graph with inputs ``g.inputs + cotangent inputs`` and outputs
         ``g.outputs + one gradient per wrt input`` (gradients have the primal's dtype).
     """
-    trace, val = _extending_trace(g)
+    trace, val = _extending_trace(g, values)
 
     active = active_vars(g, wrt)
     ct_env: dict[Var, object] = {}
@@ -188,12 +199,51 @@ def vjp_graph(g: Graph, wrt: Sequence[int], seeds: Sequence) -> Graph:
     return Graph(trace.inputs, trace.eqns, out_atoms)
 
 
-def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
+def no_jvp_error(op, params, place: str) -> MissingRuleError:
+    """The error for pushing a tangent through ``op``, which has no jvp rule (or is not
+    differentiable); ``place`` says where it was called. ``err.missing_jvp`` is True when
+    reverse mode would work (ft.jacobian and ft.hessian use it to pick reverse mode)."""
+    if op.name == "custom_vjp_call":
+        name = params["rule"].name
+        err = MissingRuleError(
+            f"forward mode (jvp, jacfwd, hessian's outer pass) cannot go through the "
+            f"custom_vjp function {name}: a custom_vjp defines only a reverse-mode rule, as in "
+            f"JAX ({place}). Fix: use reverse mode (ft.grad, ft.vjp, ft.jacrev, or "
+            f"ft.jacobian / ft.hessian, which pick it themselves), or define {name} with "
+            "ft.custom_jvp, whose rule serves both modes.")
+    else:
+        err = MissingRuleError(
+            f"cannot push a tangent through {op.name}: it "
+            + ("is not differentiable" if not op.differentiable else "has no jvp rule")
+            + f"; {place}. Wrap its input in ft.stop_gradient(...) if no derivative should "
+            "flow through it.")
+    err.missing_jvp = op.differentiable and op.vjp is not None
+    return err
+
+
+def forward_mode_blocker(g: Graph):
+    """The first equation of ``g`` (sub-graphs of control-flow ops included) that forward
+    mode cannot differentiate but reverse mode can (a ``custom_vjp`` call), or None."""
+    for e in g.eqns:
+        op = e.op
+        if op.jvp is None and op.vjp is not None and op.differentiable and not op.zero_grad:
+            return e
+        for p in e.params.values():
+            for sub in (p if isinstance(p, tuple) else (p,)):
+                if isinstance(sub, Graph):
+                    hit = forward_mode_blocker(sub)
+                    if hit is not None:
+                        return hit
+    return None
+
+
+def jvp_graph(g: Graph, wrt: Sequence[int], values: Sequence | None = None) -> Graph:
     """The forward-mode graph of ``g``: tangents pushed through every active equation.
 
     Args:
         g: a graph.
         wrt: indices of the inputs that get a tangent input.
+        values: the values of ``g``'s inputs where known (as for ``vjp_graph``).
 
     Returns:
         A graph with inputs ``g.inputs + one tangent per wrt input`` (the primal's type) and
@@ -204,7 +254,7 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
     recorded by each op's jvp rule (written with op-level functions, so a jvp graph can be
     differentiated again in either mode). A tangent that is ``None`` is a symbolic zero.
     """
-    trace, val = _extending_trace(g)
+    trace, val = _extending_trace(g, values)
 
     tan: dict[Var, object] = {}
     token = _current.set(trace)
@@ -223,11 +273,7 @@ def jvp_graph(g: Graph, wrt: Sequence[int]) -> Graph:
                 continue
             rule = e.op.jvp
             if rule is None or not e.op.differentiable:
-                raise MissingRuleError(
-                    f"cannot push a tangent through {e.op.name}: it "
-                    + ("is not differentiable" if not e.op.differentiable else
-                       "has no jvp rule")
-                    + f"; recorded at {source_line(e.source)}.")
+                raise no_jvp_error(e.op, e.params, f"recorded at {source_line(e.source)}")
             stok = _source_override.set(e.source)
             try:
                 touts = rule(tuple(val(a) for a in e.inputs), tuple(tins),
@@ -321,7 +367,9 @@ def _float_inputs(g: Graph) -> list[int]:
 def _checkpoint_vjp(cts, ins, outs, *, graph, prevent_cse=True):
     wrt = _float_inputs(graph)
     seeds = ["input" if ct is not None else None for ct in cts]
-    joint = vjp_graph(graph, wrt, seeds)
+    # the values let a custom rule inside run Python control flow on them; the backward
+    # graph is bound right here, for these values only
+    joint = vjp_graph(graph, wrt, seeds, values=ins)
     from .passes.simplify import dce
     n_out = len(graph.outputs)
     bwd = dce(Graph(joint.inputs, joint.eqns, joint.outputs[n_out:]))
@@ -340,7 +388,7 @@ def _checkpoint_jvp(primals, tangents, outs, *, graph, prevent_cse=True):
     # from the primals instead of keeping the forward pass's intermediates
     wrt = [i for i, t in enumerate(tangents)
            if t is not None and _differentiable(graph.inputs[i].aval)]
-    joint = jvp_graph(graph, wrt)
+    joint = jvp_graph(graph, wrt, values=primals)
     from .passes.simplify import dce
     tangent_graph = dce(Graph(joint.inputs, joint.eqns, joint.outputs[len(graph.outputs):]))
     return tuple(bind(checkpoint_p, *primals, *[tangents[i] for i in wrt],
@@ -351,17 +399,58 @@ checkpoint_p.vjp = _checkpoint_vjp
 checkpoint_p.jvp = _checkpoint_jvp
 
 
-class CustomVjpRule:
-    """A user's custom_vjp (fwd, bwd) pair, hashable by identity (a graph param).
+class _RuleKey:
+    """Equality and hashing of the custom rule params: by what the rule runs (the user's
+    custom function object and rule functions, the trees, the nondiff values), so that a
+    graph read back from JSON (whose rule is rebuilt from the registry) equals the graph
+    written. A rule without that description (a placeholder, an unhashable nondiff value)
+    is equal only to itself."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return False
+        k = self._key()
+        return k is not None and k == other._key()
+
+    def __hash__(self):
+        k = self._key()
+        return id(self) if k is None else hash(k)
+
+    def _key(self):
+        if self.batched is not None:
+            inner, size = self.batched
+            k = inner._key()
+            return None if k is None else ("batched", k, size)
+        o = self.origin
+        if o is None or o[0] is None:
+            return None
+        try:
+            hash(o[-2])
+        except TypeError:
+            return None
+        return (tuple(id(x) for x in o[:-2]), o[-2], o[-1], self.in_tree, self.out_tree)
+
+
+class CustomVjpRule(_RuleKey):
+    """A user's custom_vjp (fwd, bwd) pair (a graph param).
 
     ``fwd`` is traced lazily, only when the call is differentiated, so that ``fwd`` may call
-    the custom function itself (as in JAX's examples) without recursing."""
+    the custom function itself (as in JAX's examples) without recursing. ``fwd`` and ``bwd``
+    take the differentiated arguments only (nondiff arguments are bound into them).
+    ``origin`` is ``(custom_vjp object, its fwd, its bwd, nondiff, n_args)`` (``nondiff``:
+    ``((position, value), ...)``) and ``batched`` is ``(rule, axis size)`` for a rule made by
+    vmap: what graph JSON stores (``custom_rules``)."""
 
-    __slots__ = ("fwd", "bwd", "in_tree", "out_tree", "name")
+    __slots__ = ("fwd", "bwd", "in_tree", "out_tree", "name", "origin", "batched")
 
-    def __init__(self, fwd, bwd, in_tree, out_tree, name):
+    def __init__(self, fwd, bwd, in_tree, out_tree, name, origin=None, batched=None):
         self.fwd, self.bwd, self.in_tree, self.out_tree = fwd, bwd, in_tree, out_tree
         self.name = name
+        self.origin, self.batched = origin, batched
 
     def __repr__(self):
         return f"<custom_vjp rule of {self.name}>"
@@ -369,6 +458,7 @@ class CustomVjpRule:
 
 def _defined_at(fn) -> str:
     """'(defined at file:line) ' for a user's rule function, for error messages."""
+    fn = getattr(fn, "__wrapped__", fn)      # a rule with its nondiff arguments bound
     code = getattr(fn, "__code__", None)
     return f"(defined at {code.co_filename}:{code.co_firstlineno}) " if code else ""
 
@@ -451,11 +541,71 @@ def _trace_custom(fun, args, kind):
     return leaves, in_tree, tr.graph, box["out"]
 
 
-def trace_custom_vjp(fun, fwd, bwd, args):
-    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure."""
+def _split_nondiff(args, nums, kind: str, name: str):
+    """(the differentiated arguments, nondiff: ``((position, value), ...)``) for a custom
+    rule with ``nondiff_argnums`` ``nums``."""
     from . import tree_util
-    leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_vjp")
-    rule = CustomVjpRule(fwd, bwd, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    n = len(args)
+    if nums and nums[-1] >= n:
+        raise FunctraceTypeError(
+            f"{kind} function {name} has nondiff_argnums {nums}, but was called with {n} "
+            f"argument{'s' if n != 1 else ''} ({where()})")
+    for i in nums:
+        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args[i])):
+            raise FunctraceTypeError(
+                f"{kind} function {name}: argument {i} is in nondiff_argnums but holds a value "
+                f"of an enclosing transform (a traced array), at {source_line(user_source())}. "
+                "nondiff arguments are fixed Python values (functions, shapes, flags), as in "
+                "JAX. Fix: pass it as an ordinary argument (its cotangent may be None), or "
+                "close over a concrete value.")
+    return ([a for i, a in enumerate(args) if i not in nums],
+            tuple((i, args[i]) for i in nums))
+
+
+def _merger(nondiff, n: int):
+    """diff args -> all ``n`` args, with the nondiff values at their positions."""
+    static = dict(nondiff)
+
+    def merge(diff):
+        it = iter(diff)
+        return tuple(static[i] if i in static else next(it) for i in range(n))
+    return merge
+
+
+def _bound(fn, wrapper):
+    """``wrapper`` standing for the user's ``fn`` (named after it, for error messages)."""
+    wrapper.__wrapped__ = fn
+    wrapper.__name__ = getattr(fn, "__name__", "rule")
+    return wrapper
+
+
+def bind_nondiff(nondiff, n: int, fun=None, fwd=None, bwd=None, jvp=None):
+    """The user's functions with the nondiff values bound (JAX's conventions: ``fun`` and
+    ``fwd`` take them at their positions, ``bwd`` and a jvp rule as leading arguments);
+    None for those not given. Without nondiff arguments, the functions themselves."""
+    if not nondiff:
+        return fun, fwd, bwd, jvp
+    merge, vals = _merger(nondiff, n), [v for _, v in nondiff]
+    return (fun and _bound(fun, lambda *a: fun(*merge(a))),
+            fwd and _bound(fwd, lambda *a: fwd(*merge(a))),
+            bwd and _bound(bwd, lambda res, ct: bwd(*vals, res, ct)),
+            jvp and _bound(jvp, lambda ps, ts: jvp(*vals, ps, ts)))
+
+
+def trace_custom_vjp(fun, fwd, bwd, args, nondiff_argnums=(), custom=None):
+    """Bind ``custom_vjp_call`` for ``args``; returns the outputs with fun's structure.
+    Arguments in ``nondiff_argnums`` are bound into ``fun``, ``fwd`` and ``bwd`` (as their
+    leading arguments, for ``bwd``): the call's operands are the other arguments. ``custom``
+    is the user's ``ft.custom_vjp`` object (what graph JSON names)."""
+    from . import tree_util
+    name = getattr(fun, "__name__", "f")
+    n, nondiff = len(args), ()
+    if nondiff_argnums:
+        args, nondiff = _split_nondiff(args, nondiff_argnums, "custom_vjp", name)
+    fun_b, fwd_b, bwd_b, _ = bind_nondiff(nondiff, n, fun=fun, fwd=fwd, bwd=bwd)
+    leaves, in_tree, graph, out_tree = _trace_custom(fun_b, args, "custom_vjp")
+    rule = CustomVjpRule(fwd_b, bwd_b, in_tree, out_tree, name,
+                         origin=(custom, fwd, bwd, nondiff, n))
     outs = bind(custom_vjp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))
 
@@ -465,13 +615,15 @@ def trace_custom_vjp(fun, fwd, bwd, args):
 # tangent map t -> rule(x, t) with the ordinary vjp machinery
 # --------------------------------------------------------------------------------------------
 
-class CustomJvpRule:
-    """A user's custom_jvp rule, hashable by identity (a graph param)."""
+class CustomJvpRule(_RuleKey):
+    """A user's custom_jvp rule (a graph param); ``origin`` is ``(custom_jvp object, its
+    rule, nondiff, n_args)`` and ``batched`` as for ``CustomVjpRule``."""
 
-    __slots__ = ("jvp", "in_tree", "out_tree", "name")
+    __slots__ = ("jvp", "in_tree", "out_tree", "name", "origin", "batched")
 
-    def __init__(self, jvp, in_tree, out_tree, name):
+    def __init__(self, jvp, in_tree, out_tree, name, origin=None, batched=None):
         self.jvp, self.in_tree, self.out_tree, self.name = jvp, in_tree, out_tree, name
+        self.origin, self.batched = origin, batched
 
     def __repr__(self):
         return f"<custom_jvp rule of {self.name}>"
@@ -535,10 +687,18 @@ custom_jvp_call_p.jvp = _custom_jvp_jvp
 custom_jvp_call_p.vjp = _custom_jvp_vjp
 
 
-def trace_custom_jvp(fun, jvp_rule, args):
-    """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure."""
+def trace_custom_jvp(fun, jvp_rule, args, nondiff_argnums=(), custom=None):
+    """Bind ``custom_jvp_call`` for ``args``; returns the outputs with fun's structure.
+    Arguments in ``nondiff_argnums`` are bound into ``fun`` and the rule (as its leading
+    arguments): the call's operands, primals and tangents are the other arguments.
+    ``custom`` is the user's ``ft.custom_jvp`` object (what graph JSON names)."""
     from . import tree_util
-    leaves, in_tree, graph, out_tree = _trace_custom(fun, args, "custom_jvp")
-    rule = CustomJvpRule(jvp_rule, in_tree, out_tree, getattr(fun, "__name__", "f"))
+    name = getattr(fun, "__name__", "f")
+    n, nondiff = len(args), ()
+    if nondiff_argnums:
+        args, nondiff = _split_nondiff(args, nondiff_argnums, "custom_jvp", name)
+    fun_b, _, _, jvp_b = bind_nondiff(nondiff, n, fun=fun, jvp=jvp_rule)
+    leaves, in_tree, graph, out_tree = _trace_custom(fun_b, args, "custom_jvp")
+    rule = CustomJvpRule(jvp_b, in_tree, out_tree, name, origin=(custom, jvp_rule, nondiff, n))
     outs = bind(custom_jvp_call_p, *leaves, fun_graph=graph, rule=rule)
     return tree_util.tree_unflatten(out_tree, list(outs))

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .autodiff import CustomJvpRule, CustomVjpRule, zeros_like
+from .autodiff import CustomJvpRule, CustomVjpRule
 from .core import AVal, Graph, Lit, Var
 from .errors import MissingRuleError
 from .ops.batch_rules import bdim_to_front, moveaxis, rule_for, size_of
@@ -31,7 +31,7 @@ from .ops.control import checkpoint_p, custom_jvp_call_p, custom_vjp_call_p
 from .tracing import SOURCE_OVERRIDE as _source_override
 from .tracing import Tracer, bind, source_line, trace_to_graph
 
-__all__ = ["batch_graph", "moveaxis", "bdim_to_front"]
+__all__ = ["batch_graph", "moveaxis", "bdim_to_front", "batched_vjp_rule", "batched_jvp_rule"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,11 +69,11 @@ def _vmapped(fn, size):
     return run
 
 
-def _custom_jvp_batch(args, dims, *, fun_graph, rule):
+def batched_jvp_rule(rule: CustomJvpRule, size: int) -> CustomJvpRule:
+    """``rule`` for operands carrying a batch of ``size`` on axis 0 (one batched graph of the
+    user's rule, never a loop over examples)."""
     from . import tree_util
-    size = size_of(args, dims)
-    new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
-    n = len(new)
+    n = rule.in_tree.num_leaves
 
     def flat_jvp(*pt):
         ps = tree_util.tree_unflatten(rule.in_tree, list(pt[:n]))
@@ -87,18 +87,22 @@ def _custom_jvp_batch(args, dims, *, fun_graph, rule):
         k = rule.out_tree.num_leaves
         return (tree_util.tree_unflatten(rule.out_tree, leaves[:k]),
                 tree_util.tree_unflatten(rule.out_tree, leaves[k:]))
-    new_rule = CustomJvpRule(jvp_b, rule.in_tree, rule.out_tree, rule.name)
-    bg = batch_graph(fun_graph, [0] * n, size)
-    out = bind(custom_jvp_call_p, *new, fun_graph=bg, rule=new_rule)
+    return CustomJvpRule(jvp_b, rule.in_tree, rule.out_tree, rule.name, batched=(rule, size))
+
+
+def _custom_jvp_batch(args, dims, *, fun_graph, rule):
+    size = size_of(args, dims)
+    new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
+    bg = batch_graph(fun_graph, [0] * len(new), size)
+    out = bind(custom_jvp_call_p, *new, fun_graph=bg, rule=batched_jvp_rule(rule, size))
     return out, (0,) * len(out)
 
 
-def _custom_vjp_batch(args, dims, *, fun_graph, rule):
+def batched_vjp_rule(rule: CustomVjpRule, size: int) -> CustomVjpRule:
+    """``rule`` for operands carrying a batch of ``size`` on axis 0: the user's fwd and bwd,
+    each one batched graph."""
     from . import tree_util
-    size = size_of(args, dims)
-    new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
     box = {}
-    per_example = [_unbatched_aval(x) for x in new]
     ex = tree_util.tree_unflatten(rule.in_tree, list(range(rule.in_tree.num_leaves)))
 
     def flat_fwd(*xs):
@@ -118,33 +122,44 @@ def _custom_vjp_batch(args, dims, *, fun_graph, rule):
     def bwd(res, ct):
         res_leaves, res_tree = res
         n_res = len(res_leaves)
+        zero = set()              # arguments whose cotangent the user's bwd gave as None
 
         def flat_bwd(*rc):
             r = tree_util.tree_unflatten(res_tree, list(rc[:n_res]))
             c = tree_util.tree_unflatten(rule.out_tree, list(rc[n_res:]))
-            got = rule.bwd(r, c)
-            leaves, off = [], 0
-            for g_, a in zip(got, ex):
-                k = len(tree_util.tree_leaves(a))
-                if g_ is None:   # a zero cotangent for this argument
-                    g_leaves = [zeros_like(av) for av in per_example[off:off + k]]
+            leaves = []
+            for k, g_ in enumerate(rule.bwd(r, c)):
+                if g_ is None:
+                    zero.add(k)
                 else:
-                    g_leaves = tree_util.tree_leaves(g_)
-                leaves.extend(g_leaves)
-                off += k
+                    leaves.extend(tree_util.tree_leaves(g_))
             return leaves
         leaves = _vmapped(flat_bwd, size)(*res_leaves, *tree_util.tree_leaves(ct))
         out, off = [], 0
-        for a in ex:
-            k = len(tree_util.tree_leaves(a))
+        for k, a in enumerate(ex):
+            if k in zero:
+                out.append(None)
+                continue
+            n = len(tree_util.tree_leaves(a))
             out.append(tree_util.tree_unflatten(tree_util.tree_structure(a),
-                                                leaves[off:off + k]))
-            off += k
+                                                leaves[off:off + n]))
+            off += n
         return tuple(out)
 
-    new_rule = CustomVjpRule(fwd, bwd, rule.in_tree, rule.out_tree, rule.name)
+    return CustomVjpRule(_named(fwd, rule.fwd), _named(bwd, rule.bwd),
+                         rule.in_tree, rule.out_tree, rule.name, batched=(rule, size))
+
+
+def _named(wrapper, fn):
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+def _custom_vjp_batch(args, dims, *, fun_graph, rule):
+    size = size_of(args, dims)
+    new = [bdim_to_front(a, d, size) for a, d in zip(args, dims)]
     bg = batch_graph(fun_graph, [0] * len(new), size)
-    out = bind(custom_vjp_call_p, *new, fun_graph=bg, rule=new_rule)
+    out = bind(custom_vjp_call_p, *new, fun_graph=bg, rule=batched_vjp_rule(rule, size))
     return out, (0,) * len(out)
 
 

@@ -166,7 +166,7 @@ class Lit:
     __slots__ = ("val", "aval", "_hash")
 
     def __init__(self, val):
-        arr = np.array(val, copy=True) if not isinstance(val, np.ndarray) else val.copy()
+        arr = np.array(val, copy=True)      # a plain ndarray, even from a subclass
         to_dtype(arr.dtype)
         arr.flags.writeable = False
         self.val = arr
@@ -433,6 +433,9 @@ class Op:
             through one is a MissingRuleError. Piecewise-constant ops (floor, comparisons)
             are differentiable with a zero rule (``zero_grad=True``).
         zero_grad: the derivative is zero everywhere it exists (floor, sign, comparisons).
+        effect: running the impl does something besides computing its result (``debug_print``
+            prints): passes never drop, merge or fold such an equation, and every backend
+            runs it where the graph has it, even though nothing reads its result.
         module: the module that declared the op (a document naming an unknown op says to
             import it).
     """
@@ -463,6 +466,7 @@ class Op:
     call_param: str | None = None
     differentiable: bool = True
     zero_grad: bool = False
+    effect: bool = False
     module: str = ""
 
     def __post_init__(self):

@@ -21,7 +21,7 @@ from . import tree_util
 from .core import on_device
 from .ops import namespace_of
 
-__all__ = ["device_put", "device_get", "array_module", "is_device_array"]
+__all__ = ["device_put", "device_get", "array_module", "is_device_array", "block_until_ready"]
 
 _CUDA_NAMES = ("cuda", "gpu")
 
@@ -52,18 +52,26 @@ def _device_index(device: str) -> int | None:
     raise ValueError(f"unknown device {device!r}: use 'cuda' (or 'cuda:N') or 'cpu'")
 
 
-def device_put(x: Any, device: str = "cuda") -> Any:
-    """Copy a pytree of arrays to ``device`` ("cuda", "cuda:N" or "cpu").
+def device_put(x: Any, device: str | None = None) -> Any:
+    """Copy a pytree of arrays to ``device`` ("cuda", "cuda:N" or "cpu"; None: the default
+    device, as ``jax.device_put(x)``: the GPU when one can be used, else the host).
 
     On a GPU the leaves become cupy arrays (already-resident leaves are returned as they are);
-    under numba's CUDA simulator they stay numpy arrays. Raises ``BackendError`` naming the
-    extra to install (and whether a driver was found) when no GPU can be used.
+    under numba's CUDA simulator they stay numpy arrays. On a machine without a usable GPU,
+    ``device_put(x)`` returns ``x`` unchanged (code written for JAX runs as is), while an
+    explicit ``"cuda"`` raises ``BackendError`` naming the extra to install (and whether a
+    driver was found).
 
     Example:
         >>> import numpy as np, functrace as ft
         >>> ft.device_put({"w": np.ones(2)}, "cpu")["w"]
         array([1., 1.])
     """
+    if device is None:
+        from .backends.cuda.device import simulator_enabled, unavailable_reason
+        if not simulator_enabled() and unavailable_reason() is not None:
+            return x                    # the host is the default device: nothing to move
+        device = "cuda"
     idx = _device_index(device)
     if idx == -1:
         return device_get(x)
@@ -97,3 +105,27 @@ def device_get(x: Any) -> Any:
         return leaf
 
     return tree_util.tree_map(get, x)
+
+
+def block_until_ready(x: Any) -> Any:
+    """Wait until every array in the pytree ``x`` is computed, and return ``x`` (JAX's
+    ``jax.block_until_ready``, for timing). numpy results are ready when returned; for GPU
+    arrays this waits for their device's work to finish.
+
+    Example:
+        >>> import numpy as np, functrace as ft
+        >>> ft.block_until_ready({"w": np.ones(2)})["w"]
+        array([1., 1.])
+    """
+    for leaf in tree_util.tree_leaves(x):
+        if is_device_array(leaf):
+            dev = getattr(leaf, "device", None)
+            sync = getattr(dev, "synchronize", None)
+            if sync is not None:
+                sync()                              # cupy: the array's device
+            else:
+                import sys
+                cuda = getattr(sys.modules.get("numba"), "cuda", None)
+                if cuda is not None and hasattr(cuda, "synchronize"):
+                    cuda.synchronize()              # numba device arrays
+    return x

@@ -19,7 +19,8 @@ expects, so ``except ValueError`` (or ``except np.exceptions.AxisError``) keeps 
     ├── MissingRuleError (NotImplementedError): no rule for a transform, or an fnp option that
     │   cannot be traced
     ├── TracerLeakError (RuntimeError): a tracer used after its transform finished
-    └── BackendError (RuntimeError): a backend cannot run a graph
+    ├── BackendError (RuntimeError): a backend cannot run a graph
+    └── NaNError (FloatingPointError): with ``ft.config.debug_nans``, an op produced a NaN
 
 Every message names the op or function, the shapes or values involved, the user's
 file:line (``where()``, or ``tracing.source_line`` while tracing), and the fix. docs/errors.md
@@ -95,6 +96,12 @@ class GuardError(FunctraceValueError):
 class GraphFormatError(FunctraceValueError):
     """A graph or Symbol document (JSON) is malformed, of another version, or does not
     type-check. Nothing a document names is ever imported or evaluated."""
+
+
+class NaNError(FunctraceError, FloatingPointError):
+    """``ft.config.debug_nans``: an op produced a NaN from operands that had none. The message
+    names the op, the operand values at the first NaN, the user's source line, and for a
+    backward pass the derivative rule that ran the op (and where an inf operand came from)."""
 
 
 class FunctraceWarning(UserWarning):

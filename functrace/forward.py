@@ -27,10 +27,17 @@ from .arguments import (
     describe_out,
     wrt_leaf_indices,
 )
-from .autodiff import jvp_graph
+from .autodiff import forward_mode_blocker, jvp_graph
 from .batching import bdim_to_front, moveaxis
 from .core import AVal
-from .errors import AxisError, FunctraceTypeError, FunctraceValueError, ShapeError, where
+from .errors import (
+    AxisError,
+    FunctraceTypeError,
+    FunctraceValueError,
+    MissingRuleError,
+    ShapeError,
+    where,
+)
 from .ops import as_array
 from .passes.simplify import optimize
 from .running import (
@@ -151,7 +158,9 @@ def linearize(fun: Callable, *primals):
 
     def build(tr, in_tree, out_tree):
         g = tr.graph
-        full = optimize(jvp_graph(g, list(range(n))))
+        # values: custom rules may run Python control flow on the primals (graphs specialised
+        # to them: linearize is at these primals anyway)
+        full = optimize(jvp_graph(g, list(range(n)), values=list(p_leaves) + tr.captured))
         n_in = len(g.inputs)
         # move the tangent inputs after the captured ones, then split by dependence
         fwd, lin = split_vjp_graph(full, n_in, len(g.outputs))
@@ -581,7 +590,8 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
              holomorphic: bool = False, chunk_size: int | None = None) -> Callable:
     """The Jacobian, by forward mode when the inputs are smaller than the outputs and by
-    reverse mode otherwise (decided per call from the sizes).
+    reverse mode otherwise (decided per call from the sizes). A function that calls a
+    ``custom_vjp`` function (which has no forward-mode rule) is always done in reverse mode.
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -601,6 +611,8 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
             outs = outs[:1]
         n_out = sum(o.aval.size for o in outs)
         mode = "fwd" if n_in <= n_out else "rev"
+        if mode == "fwd" and forward_mode_blocker(tr.graph) is not None:
+            mode = "rev"      # a custom_vjp call: only reverse mode goes through it
         return _jac_common(fun, argnums, args, mode, chunk_size, holomorphic, has_aux)
     return jac
 
@@ -609,7 +621,9 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
             holomorphic: bool = False, chunk_size: int | None = None) -> Callable:
     """The Hessian of a scalar ``fun``: ``jacfwd(jacrev(fun))`` (forward-over-reverse), one
     batched computation; shape ``in.shape + in.shape``. With ``has_aux``, ``fun`` returns
-    ``(value, aux)`` and the result is ``(hessian, aux)``.
+    ``(value, aux)`` and the result is ``(hessian, aux)``. When forward mode cannot go through
+    ``fun`` (it calls a ``custom_vjp`` function, which has no forward-mode rule) the Hessian
+    is taken as ``jacrev(jacrev(fun))`` instead (``fun`` then runs once more).
 
     Example:
         >>> import numpy as np, functrace as ft, functrace.numpy as fnp
@@ -622,7 +636,14 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
     inner = jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic)
 
     def hess(*args):
-        return _jac_common(inner, argnums, args, "fwd", chunk_size, holomorphic, has_aux,
+        try:
+            return _jac_common(inner, argnums, args, "fwd", chunk_size, holomorphic, has_aux,
+                               "hessian")
+        except MissingRuleError as e:
+            if not getattr(e, "missing_jvp", False):
+                raise
+        # reverse-over-reverse: the backward pass of a custom_vjp is ordinary functrace code
+        return _jac_common(inner, argnums, args, "rev", chunk_size, holomorphic, has_aux,
                            "hessian")
     hess.__name__ = f"hessian({getattr(fun, '__name__', 'f')})"
     return hess

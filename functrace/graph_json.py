@@ -9,8 +9,9 @@ in the registry that the package root fills.
 
 Invariants:
 * ``graph_from_json(graph_to_json(g)) == g`` for every graph whose params are built from None,
-  bool, int, float, complex, str, tuple, numpy dtypes, numpy scalars, Ellipsis, slices and
-  Graphs; literals keep their exact bytes (``-0.0`` and NaN payloads survive). A float NaN *param*
+  bool, int, float, complex, str, tuple, numpy dtypes, numpy scalars, Ellipsis, slices,
+  Graphs and the types registered with ``register_param_codec`` (custom rules, by name);
+  literals keep their exact bytes (``-0.0`` and NaN payloads survive). A float NaN *param*
   keeps its bits, but Python's ``nan != nan`` means such a graph compares equal to its copy only
   when Params canonicalises NaN (core's business, not this file's).
 * Decoding never trusts its input: every error is a ``GraphFormatError`` (a ``ValueError``)
@@ -51,7 +52,7 @@ from .printing import RESERVED_NAMES, Names, dtype_name, type_str
 
 __all__ = ["FORMAT_VERSION", "MAX_NESTING", "GraphFormatError", "graph_to_json",
            "graph_from_json", "graph_from_document", "parse_json_document", "encode_array",
-           "decode_array", "encode_source", "decode_source"]
+           "decode_array", "encode_source", "decode_source", "register_param_codec"]
 
 FORMAT_VERSION = 1
 
@@ -108,9 +109,28 @@ def _enc_param(v: Any, where: str, names: Names) -> Any:
         return {"ellipsis": None}
     if isinstance(v, slice):
         return {"slice": [_enc_param(x, where, names) for x in (v.start, v.stop, v.step)]}
+    codec = _PARAM_ENCODERS.get(type(v))
+    if codec is not None:
+        tag, encode = codec
+        return {tag: encode(v, where, lambda x, w: _enc_param(x, w, names))}
     raise TypeError(f"{where}: cannot store a param of type {type(v).__name__} ({v!r:.60}) "
                     "in graph JSON; params must be None, bool, int, float, complex, str, "
                     "tuple, numpy dtype/scalar, slice or Graph")
+
+
+# Param types defined above this layer (the custom rules of custom_vjp/custom_jvp calls) say
+# how they are stored: type -> (tag, encode(value, where, enc_param) -> JSON), and
+# tag -> decode(body, where, dec_param) -> value. A decoder builds its value from data alone:
+# it may look names up in registries the process filled, never import or evaluate anything,
+# and raises GraphFormatError for anything malformed.
+_PARAM_ENCODERS: dict = {}
+_PARAM_DECODERS: dict = {}
+
+
+def register_param_codec(cls: type, tag: str, encode, decode) -> None:
+    """Teach graph JSON to store params of type ``cls`` under ``{tag: body}`` (see above)."""
+    _PARAM_ENCODERS[cls] = (tag, encode)
+    _PARAM_DECODERS[tag] = decode
 
 
 def _enc_graph(g: Graph, names: Names) -> dict:
@@ -335,6 +355,9 @@ def _dec_param(x: Any, where: str, depth: int = 0) -> Any:
         if not (isinstance(body, list) and len(body) == 3):
             _fail(where, "slice body must be [start, stop, step]")
         return slice(*(_dec_param(v, where, depth + 1) for v in body))
+    decode = _PARAM_DECODERS.get(tag) if isinstance(tag, str) else None
+    if decode is not None:
+        return decode(body, f"{where}.{tag}", lambda x, w: _dec_param(x, w, depth + 1))
     _fail(where, f"unknown param tag {_short(tag)}")
 
 

@@ -49,6 +49,7 @@ import numpy as np
 from . import tree_util
 from .arguments import check_callable, check_leaf_arg, flatten_fun
 from .backends.registry import lookup_target
+from .config import DISABLE_JIT, config
 from .core import AVal, Graph, on_device, to_host
 from .errors import (
     ConcretizationError,
@@ -363,8 +364,10 @@ class Jitted:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if current_trace() is not None:
+        if current_trace() is not None or DISABLE_JIT.get():
             return self.fun(*args, **kwargs)     # under a transform: trace straight through
+        if config.debug_nans:
+            return self._checked_call(args, kwargs)
         key = None
         if not self.static_argnums:
             # fast path: plain containers of arrays, keyed by a signature built in one pass
@@ -388,6 +391,25 @@ class Jitted:
             return self._call_variants(entry, leaves, args, kwargs)
         outs = entry.run(*leaves)
         return entry.build(outs)
+
+    def _checked_call(self, args, kwargs):
+        """``ft.config.debug_nans``: trace this call on its concrete values and run the graph
+        (not optimised, so every op the function wrote runs) on the reference interpreter,
+        which checks each op's result for a new NaN. Nothing is compiled or cached."""
+        from .backends import reference
+        dyn, svals, static, _ = self._split(args)
+        leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
+        sdict, n_args = dict(svals), len(args)
+
+        def call(*d, **kw):
+            it = iter(d)
+            return self.fun(*[sdict[i] if i in static else next(it) for i in range(n_args)],
+                            **kw)
+
+        flat, box = flatten_fun(call, in_tree)
+        tr = trace_to_graph(flat, [x if on_device(x) else np.asarray(x) for x in leaves])
+        outs = reference.run(tr.graph, list(leaves) + list(tr.captured))
+        return tree_util.tree_unflatten(box[0], outs)
 
     def _call_variants(self, variants: Variants, leaves, args, kwargs):
         """Run the variants of this signature, most recently used first, until one's guards

@@ -18,7 +18,7 @@ from . import tree_util
 from .core import AVal, Graph
 from .errors import FunctraceError, FunctraceTypeError, ShapeError, where
 
-__all__ = ["Symbol"]
+__all__ = ["Symbol", "tree_to_json", "tree_from_json"]
 
 
 class Symbol:
@@ -359,6 +359,16 @@ def _guard_from_json(d, atom, where):
 # ever sees plain names).
 
 _MAX_TREE_DEPTH = 100     # pytree levels; real argument structures nest a few levels
+
+
+def tree_to_json(tree):
+    """The JSON form of a pytree structure (as Symbol documents store it)."""
+    return _tree_to_json(tree)
+
+
+def tree_from_json(d, where: str):
+    """A pytree structure from ``tree_to_json``'s form; GraphFormatError if malformed."""
+    return _tree_from_json(d, where)
 
 
 def _tree_to_json(tree):

@@ -40,8 +40,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import ops
-from .autodiff import fit_to, rule_dependency, zeros_like
+from . import debug_nans, ops
+from .autodiff import fit_to, no_jvp_error, rule_dependency, zeros_like
+from .config import config
 from .core import AVal, Params, SourceInfo, Var
 from .errors import PKG_DIR, FunctraceWarning, MissingRuleError, TracerLeakError
 from .ops.batch_rules import rule_for
@@ -265,9 +266,10 @@ class TapeTrace(Trace):
         if refs is None or op.zero_grad:
             return out
         src = SOURCE_OVERRIDE.get()
-        if src is None and (parent is not None or op.vjp is None or not op.differentiable):
-            # recorded into a graph (its equations name the user's line), or an op whose
-            # backward will fail: the error names the line
+        if src is None and (parent is not None or op.vjp is None or not op.differentiable
+                            or config.debug_nans):
+            # recorded into a graph (its equations name the user's line), an op whose
+            # backward will fail, or NaN debugging: an error names the line
             src = user_source()
         if op.multiple_results:
             outs = tuple(_as_value(o) for o in out)
@@ -335,9 +337,14 @@ class TapeTrace(Trace):
             # recorded by an enclosing trace: its equations get the rule's mark and line
             stok = (SOURCE_OVERRIDE.set(rule_source(node.source, op.name)) if recorded
                     else None)
+            # computed now, with NaN debugging on: a NaN names the rule that made it
+            ntok = (debug_nans.RULE.set((op.name, node.source))
+                    if config.debug_nans and not recorded else None)
             try:
                 in_cts = rule(tuple(cts), node.ins, node.outs, **node.params)
             finally:
+                if ntok is not None:
+                    debug_nans.RULE.reset(ntok)
                 if stok is not None:
                     SOURCE_OVERRIDE.reset(stok)
                 if wtok is not None:
@@ -509,11 +516,7 @@ class JVPTrace(Trace):
             return out
         rule = op.jvp
         if rule is None or not op.differentiable:
-            raise MissingRuleError(
-                f"cannot push a tangent through {op.name}: it "
-                + ("is not differentiable" if not op.differentiable else "has no jvp rule")
-                + f"; called at {source_line(user_source())}. Wrap its input in "
-                "ft.stop_gradient(...) if no derivative should flow through it.")
+            raise no_jvp_error(op, params, f"called at {source_line(user_source())}")
         token = CURRENT_TRACE.set(parent)
         stok = (SOURCE_OVERRIDE.set(rule_source(_record_source(parent), op.name))
                 if parent is not None else None)
@@ -530,6 +533,8 @@ class JVPTrace(Trace):
                 if t is None or o.dtype.kind not in "fc":
                     res.append(o)
                 else:
+                    if not hasattr(t, "shape"):   # a rule returned a Python number
+                        t = np.asarray(t, o.dtype)
                     if t.shape != o.shape or t.dtype != o.dtype:
                         t = _fit(t, o, op.name)
                     res.append(JVPTracer(self, o, t))

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from . import debug_nans
+from .config import config
 from .core import AVal, Eqn, Graph, Lit, Op, Params, SourceInfo, Var, on_device, to_host
 from .errors import (
     PKG_DIR,
@@ -646,8 +648,12 @@ def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
         if want is not None:
             out = op.impl(*args, **params)
             if op.multiple_results:
-                return tuple(o if o.dtype == w else o.astype(w) for o, w in zip(out, want))
-            return out if out.dtype == want else out.astype(want)
+                out = tuple(o if o.dtype == w else o.astype(w) for o, w in zip(out, want))
+            elif out.dtype != want:
+                out = out.astype(want)
+            if config.debug_nans:
+                debug_nans.check(op.name, args, out, user_source())
+            return out
     on_gpu = False
     for a in args:
         if isinstance(a, Tracer):
@@ -670,8 +676,12 @@ def apply_op(op: Op, args: Sequence[Any], params: dict) -> Any:
         _checked[key] = (tuple(a.dtype for a in res) if op.multiple_results
                          else res.dtype)
     if on_gpu and device_apply is not None:
-        return device_apply(op, arrays, params)
-    return op.impl(*arrays, **params)
+        out = device_apply(op, arrays, params)
+    else:
+        out = op.impl(*arrays, **params)
+    if config.debug_nans:
+        debug_nans.check(op.name, arrays, out, user_source())
+    return out
 
 
 # Set by the reference interpreter (backends.reference) when it is imported: runs an impl on

@@ -37,7 +37,7 @@ from .. import ops
 from ..autodiff import vjp_graph
 from ..backends import reference
 from ..core import Eqn, Graph, Params, Var
-from ..errors import FunctraceError, FunctraceValueError, ShapeError, where
+from ..errors import ConcretizationError, FunctraceError, FunctraceValueError, ShapeError, where
 from ..ops.elementwise import add_p
 from ..passes.simplify import dce, optimize
 from ..signature import SignatureCache
@@ -216,8 +216,17 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
     fwd_vars = list(g.inputs) + [o for e in g.eqns for o in e.outputs]
     position = {v: i for i, v in enumerate(fwd_vars)}
     token = CURRENT_TRACE.set(None)
+    seeds_ = ["input" if s else None for s in seeds]
+    cacheable = True
     try:
-        joint = vjp_graph(g, list(wrt), ["input" if s else None for s in seeds])
+        joint = vjp_graph(g, list(wrt), seeds_)
+    except ConcretizationError:
+        # a rule runs Python control flow on values (a custom_vjp's fwd with a while): give
+        # it this history's values. The graph is specialised to them: not cached.
+        values = [np.zeros(v.aval.shape, v.aval.dtype) if i in hist.z_keys
+                  else hist.saved.get(v) for i, v in enumerate(g.inputs)]
+        joint = vjp_graph(g, list(wrt), seeds_, values=values)
+        cacheable = False
     finally:
         CURRENT_TRACE.reset(token)
     n_fwd = len(g.eqns)
@@ -248,7 +257,8 @@ def _backward_graph(hist: _History, wrt: tuple[int, ...], seeds: tuple):
     again = [e for e in g.eqns if id(e) in redo]
     graph = optimize(Graph(inputs + cts, again + list(bwd.eqns), bwd.outputs))
     result = (graph, tuple(position[v] for v in inputs))
-    _CACHE.put(key, result)
+    if cacheable:
+        _CACHE.put(key, result)
     return result
 
 

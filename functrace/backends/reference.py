@@ -23,7 +23,8 @@ import logging
 
 import numpy as np
 
-from .. import caches
+from .. import caches, debug_nans
+from ..config import config
 from ..core import Graph, Lit, Var, on_device, to_host
 from ..ops import namespace_of
 from ..ops.control import SUBGRAPH_RUNNER, holds_graphs
@@ -197,11 +198,38 @@ def run(graph: Graph, args) -> list:
         >>> run(g, [np.zeros(2)])
         [array([0., 0.])]
     """
+    if config.debug_nans:
+        return [o if on_device(o) else _own(o) for o in _run_checked(graph, list(args))]
     p = plan(graph)
     xp = device_module(args)
     if xp is not None:
         return p.run_on_device(xp, args)
     return [_own(o) for o in p(*args)]
+
+
+def _run_checked(graph: Graph, args) -> list:
+    """``ft.config.debug_nans``: evaluate ``graph`` equation by equation, checking each
+    result for a NaN its operands did not have (``debug_nans.check``: the error names the
+    op, the equation's source line and, for equations a derivative rule emitted, the rule).
+    Slow, and only used while debugging."""
+    xp = device_module(args)
+    env = dict(zip(graph.inputs, args))
+
+    def read(a):
+        return a.val if isinstance(a, Lit) else env[a]
+    for e in graph.eqns:
+        vals = [read(a) for a in e.inputs]
+        if xp is None:
+            res = e.op.impl(*vals, **e.params)
+        else:
+            res = run_impl_on_device(e.op.name, e.op.impl, vals, dict(e.params),
+                                     e.op.multiple_results, xp)
+        debug_nans.check(e.op.name, vals, res, e.source)
+        if e.op.multiple_results:
+            env.update(zip(e.outputs, res))
+        else:
+            env[e.outputs[0]] = res
+    return [read(a) for a in graph.outputs]
 
 
 def _apply_on_device(op, args, params):

@@ -25,7 +25,7 @@ from . import _core, _creation, _indexing, _joining, _products, _reductions, _sh
 from . import _calculus, _construction, _logic, _searching, _statistics  # noqa: F401
 from ._creation import *  # noqa: F403
 from ._indexing import (  # noqa: F401  (re-exported)
-    AtIndexer, argwhere, flatnonzero, nonzero, take, take_along_axis)
+    AtArray, AtIndexer, argwhere, flatnonzero, nonzero, take, take_along_axis)
 from ._products import *  # noqa: F403
 from ._reductions import *  # noqa: F403
 from ._shape import *  # noqa: F403
@@ -53,7 +53,9 @@ bool = _np.bool_
 
 
 def at(x):
-    """``fnp.at(x)[idx].set(v)``: the functional update, for numpy arrays and tracers alike.
+    """``fnp.at(x)[idx].set(v)``: the functional update, for numpy arrays and tracers alike
+    (``.set``, ``.add``, ``.multiply``, ``.min``, ``.max``, ``.get``; JAX's ``x.at[idx]``).
+    Tracers have ``x.at`` themselves; so do eager results with ``ft.config.eager_at`` on.
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -238,13 +240,14 @@ def _dispatch_device_arrays():
     import inspect
 
     from ._device import device_dispatch
+    from ._indexing import with_at
     wrapped: dict = {}        # one wrapper per function: aliases (around = round) stay aliases
     for ns in (globals(), vars(linalg), vars(fft)):
         for name, fn in list(ns.items()):
             if (inspect.isfunction(fn) and not name.startswith("_") and name != "at"
                     and fn.__module__.startswith(__name__)):
                 if fn not in wrapped:
-                    wrapped[fn] = device_dispatch(fn)
+                    wrapped[fn] = device_dispatch(fn, with_at)
                 ns[name] = wrapped[fn]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import tree_util
 from ..backends import reference
+from ..config import config
 from ..core import on_device
 from ..signature import SignatureCache, static_key
 from ..tracing import USER_ERRORS, Tracer, current_trace, trace_to_graph, user_error
@@ -49,12 +50,15 @@ def _has_device(args, kwargs) -> bool:
                for v in kwargs.values())
 
 
-def device_dispatch(fn):
+def device_dispatch(fn, with_at):
     """Wrap the ``fnp`` function ``fn`` so that, outside transforms, device-array arguments
     run it through its traced path and the reference interpreter with cupy; and so that,
     while tracing, the numpy-style errors it raises for bad input become functrace's (naming
     ``fnp.<name>`` and the user's line: ``tracing.user_error``). On numpy arrays outside
-    transforms numpy's own errors pass unchanged (a ``try`` costs nothing until it raises)."""
+    transforms numpy's own errors pass unchanged (a ``try`` costs nothing until it raises).
+    With ``ft.config.eager_at`` on, numpy results (eager results, and constants computed
+    while tracing: ``fnp.zeros(3)`` in a traced function) go through ``with_at``, which
+    makes them ``fnp.AtArray``s (given by the package, which knows ``_indexing``)."""
     mod = fn.__module__
     sub = mod.rsplit(".", 1)[-1]
     name = (f"fnp.{sub}." if sub in ("linalg", "fft") else "fnp.") + fn.__name__
@@ -64,12 +68,13 @@ def device_dispatch(fn):
         if current_trace() is None and "cupy" in sys.modules and _has_device(args, kwargs):
             return call_on_device(fn, args, kwargs)
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except USER_ERRORS as e:
             err = user_error(e, name, args, kwargs)
             if err is e:
                 raise
             raise err from None
+        return with_at(out) if config.eager_at else out
     return wrapper
 
 

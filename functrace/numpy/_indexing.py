@@ -1,4 +1,5 @@
-"""Indexing for functrace.numpy: ``x[idx]``, ``x.at[idx].set/add/multiply``, take, nonzero.
+"""Indexing for functrace.numpy: ``x[idx]``, ``x.at[idx].set/add/multiply/min/max/get``,
+``AtArray``, take, nonzero.
 
 Owns the translation of a numpy index expression into ops. Basic indices (ints, slices,
 None, Ellipsis) lower to ``slice``/``rev``/``reshape`` (cheap, fusable, with a pad for a
@@ -14,13 +15,14 @@ import operator
 import numpy as np
 
 from .. import ops, tree_util
+from ..config import config
 from ..core import on_device
 from ..errors import ConcretizationError, FunctraceValueError
 from ..tracing import USER_ERRORS, Tracer, current_trace, user_error
 from ._core import asarray_any, cast, normalize_axis
 
-__all__ = ["getitem", "AtIndexer", "take", "take_along_axis", "nonzero", "argwhere",
-           "flatnonzero"]
+__all__ = ["getitem", "AtIndexer", "AtArray", "with_at", "take", "take_along_axis", "nonzero",
+           "argwhere", "flatnonzero"]
 
 
 def _is_array_index(e):
@@ -161,6 +163,9 @@ def getitem(x, idx):
     return ops.gather(x, arrays, spec)
 
 
+_MODES = {"set": "set", "add": "add", "mul": "multiply", "min": "min", "max": "max"}
+
+
 class _AtRef:
     __slots__ = ("x", "idx")
 
@@ -181,46 +186,82 @@ class _AtRef:
                                  f"shape {want}")
             v = ops.broadcast_to_shape(v, want)
         if current_trace() is None:
-            return ops.indexing.scatter_p.impl(np.asarray(x), np.asarray(v), *arrays, spec=spec,
-                                               mode=mode)
+            x, v = np.asarray(x), np.asarray(v)
+            if mode in ("min", "max") and x.dtype.kind == "c":
+                raise TypeError(f"{mode} needs real values, got {x.dtype}")
+            return ops.indexing.scatter_p.impl(x, v, *arrays, spec=spec, mode=mode)
         return ops.scatter(x, v, arrays, spec, mode)
 
     def _eager_device(self, args) -> bool:
         return current_trace() is None and any(on_device(a) for a in tree_util.tree_leaves(
             (self.x, self.idx, args)))
 
-    def set(self, values):
-        """Functional ``x[idx] = values``: returns a new array."""
-        return self._update(values, "set")
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """Functional ``x[idx] = values``: returns a new array (``x`` is unchanged)."""
+        return self._update(values, "set", mode)
 
-    def add(self, values):
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """Functional ``x[idx] += values`` (repeated indices accumulate)."""
-        return self._update(values, "add")
+        return self._update(values, "add", mode)
 
-    def multiply(self, values):
-        """Functional ``x[idx] *= values``."""
-        return self._update(values, "mul")
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """Functional ``x[idx] *= values`` (repeated indices multiply)."""
+        return self._update(values, "mul", mode)
 
-    def _update(self, values, mode):
+    mul = multiply
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """Functional ``x[idx] = minimum(x[idx], values)`` (a repeated index takes the minimum
+        of all its updates). Where values tie, the derivative is shared evenly among them, as
+        for ``fnp.min``."""
+        return self._update(values, "min", mode)
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """Functional ``x[idx] = maximum(x[idx], values)`` (a repeated index takes the maximum
+        of all its updates; ties share the derivative evenly)."""
+        return self._update(values, "max", mode)
+
+    def _update(self, values, mode, oob=None):
+        _check_oob_mode(oob, _MODES[mode])
         if self._eager_device((values,)):   # GPU arrays: numpy's semantics, with cupy
             from ._device import call_on_device
             return call_on_device(_at_update, (self.x, self.idx, values, mode), {})
         try:
-            return self._scatter(values, mode)
+            out = self._scatter(values, mode)
         except USER_ERRORS as e:
-            name = {"set": "set", "add": "add", "mul": "multiply"}[mode]
-            err = user_error(e, f"x.at[index].{name}", (self.x, values))
+            err = user_error(e, f"x.at[index].{_MODES[mode]}", (self.x, values))
             if err is e:
                 raise
             raise err from None
+        return with_at(out) if config.eager_at or type(self.x) is AtArray else out
 
-    def get(self):
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None):
         """``x[idx]``."""
+        _check_oob_mode(mode, "get")
+        if fill_value is not None:
+            raise FunctraceValueError(
+                "x.at[index].get(fill_value=...) is not supported: out-of-bounds indices "
+                "raise an IndexError (as numpy does). Fix: index in bounds, or select with "
+                "fnp.where(valid, x[fnp.clip(i, 0, n - 1)], fill_value)")
         if self._eager_device(()):
             from ._device import call_on_device
             return call_on_device(getitem, (self.x, self.idx), {})
-        return getitem(self.x, self.idx) if current_trace() is not None else \
-            np.asarray(self.x)[self.idx]
+        if current_trace() is not None:
+            return getitem(self.x, self.idx)
+        out = np.asarray(self.x)[self.idx]
+        return with_at(out) if config.eager_at or type(self.x) is AtArray else out
+
+
+def _check_oob_mode(mode, name):
+    """JAX's ``mode=`` (what out-of-bounds indices do): functrace follows numpy and raises
+    for them. Modes that would drop or clamp updates silently change values: refused."""
+    if mode not in (None, "promise_in_bounds"):
+        raise FunctraceValueError(
+            f"x.at[index].{name}(mode={mode!r}) is not supported: functrace checks indices "
+            "like numpy (an out-of-bounds index raises IndexError). Fix: drop mode=, and "
+            "clip or mask the indices yourself (fnp.clip(i, 0, n - 1)) if some may be out "
+            "of bounds")
 
 
 def _at_update(x, idx, values, mode):
@@ -228,12 +269,15 @@ def _at_update(x, idx, values, mode):
 
 
 class AtIndexer:
-    """``x.at[idx].set(v)`` / ``.add(v)`` / ``.multiply(v)`` / ``.get()`` (JAX style).
+    """``x.at[idx].set(v)`` / ``.add(v)`` / ``.multiply(v)`` / ``.min(v)`` / ``.max(v)`` /
+    ``.get()`` (JAX style): each returns a new array and never changes ``x``.
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
         >>> fnp.at(np.zeros(3))[1].set(5.0)
         array([0., 5., 0.])
+        >>> fnp.at(np.zeros(3))[np.array([1, 1])].max(np.array([2.0, 7.0]))
+        array([0., 7., 0.])
     """
 
     __slots__ = ("x",)
@@ -243,6 +287,43 @@ class AtIndexer:
 
     def __getitem__(self, idx):
         return _AtRef(self.x, idx)
+
+
+class AtArray(np.ndarray):
+    """A numpy array with JAX's functional-update property ``.at``, and nothing else added.
+
+    ``functrace.numpy`` functions return it outside transforms while ``ft.config.eager_at``
+    is on, so that code written for JAX (``x = x.at[i].set(v)``) runs eagerly too. It is an
+    ``np.ndarray``: numpy functions take it, and numpy's ufuncs keep the subclass, so arrays
+    computed from it have ``.at`` as well. ``.at[...]`` returns a new array and never
+    changes ``x``. Make one from any array with ``a.view(fnp.AtArray)`` (or, while the
+    switch is on, ``fnp.asarray(a)``).
+
+    Example:
+        >>> import functrace.numpy as fnp, numpy as np
+        >>> x = np.zeros(3).view(fnp.AtArray)
+        >>> np.asarray(x.at[0].add(2.0))
+        array([2., 0., 0.])
+    """
+
+    __slots__ = ()
+
+    @property
+    def at(self) -> AtIndexer:
+        return AtIndexer(self)
+
+
+def with_at(out):
+    """``out`` (an eager result: an array, or a tuple or list of them) with its plain
+    ``np.ndarray`` leaves viewed as ``AtArray``; anything else is returned unchanged."""
+    t = type(out)
+    if t is np.ndarray:
+        return out.view(AtArray)
+    if t is tuple or t is list:
+        return t(with_at(o) for o in out)
+    if isinstance(out, tuple) and hasattr(out, "_fields"):      # namedtuple results
+        return t(*(with_at(o) for o in out))
+    return out
 
 
 def take(a, indices, axis=None, out=None, mode=None):

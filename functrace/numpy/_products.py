@@ -324,6 +324,37 @@ def _parse_einsum(subscripts, shapes):
     return new_ins, out
 
 
+def _broadcast_size_one(xs, ins):
+    """numpy's einsum broadcasts an axis of size 1 against the other operands' size for the
+    same letter (``"mnd,mdo->mno"`` with m = 1 and m = 5). Such an axis is squeezed out of its
+    operand here, which is the same thing (the operand does not vary along that letter), so
+    the letter is then private to the other operands and every contraction below sees equal
+    sizes; the gradient of the squeezed operand is summed over the letter by the contraction
+    itself (the letter is not among its axes). Returns (operands, subscripts)."""
+    size: dict = {}
+    for x, sub in zip(xs, ins):
+        seen: dict = {}
+        for c, n in zip(sub, x.shape):
+            if seen.setdefault(c, n) != n:
+                raise ValueError(f"einsum: dimensions in single operand for collapsing index "
+                                 f"{c!r} don't match ({seen[c]} != {n})")
+            if n != 1:
+                if size.setdefault(c, n) != n:
+                    raise ValueError(
+                        f"einsum: operands could not be broadcast together: subscript {c!r} "
+                        f"has size {size[c]} in one operand and {n} in another "
+                        f"(shapes {', '.join(str(tuple(a.shape)) for a in xs)})")
+    out_xs, out_ins = [], []
+    for x, sub in zip(xs, ins):
+        keep = [k for k, (c, n) in enumerate(zip(sub, x.shape)) if n != 1 or size.get(c, 1) == 1]
+        if len(keep) != len(sub):
+            x = ops.reshape(x, tuple(x.shape[k] for k in keep))
+            sub = "".join(sub[k] for k in keep)
+        out_xs.append(x)
+        out_ins.append(sub)
+    return out_xs, out_ins
+
+
 def _diag_reduce(x, subs, needed):
     """Take diagonals of repeated letters and sum letters not ``needed``."""
     while len(set(subs)) != len(subs):
@@ -347,7 +378,10 @@ def einsum(subscripts, *operands, optimize=False, dtype=None, out=None, **kwargs
 
     Outside a transform this is numpy's einsum with numpy's defaults (``optimize=False``), so
     eager results are numpy's bit for bit; traced, the contraction order is opt_einsum's
-    (``"greedy"`` unless ``optimize`` names another strategy).
+    (``"greedy"`` unless ``optimize`` names another strategy). As in numpy, an axis of size
+    1 broadcasts against the other operands' size for the same letter
+    (``einsum("mnd,mdo->mno", a, b)`` with ``a.shape[0] == 1``); the gradient of such an
+    operand is summed over that letter.
 
     Example:
         >>> import functrace.numpy as fnp, numpy as np
@@ -363,6 +397,7 @@ def einsum(subscripts, *operands, optimize=False, dtype=None, out=None, **kwargs
     if dtype is not None:
         xs = [cast(x, dtype) for x in xs]
     ins, outs = _parse_einsum(subscripts, [x.shape for x in xs])
+    xs, ins = _broadcast_size_one(xs, ins)
     import opt_einsum
     if len(xs) > 1:
         path, _ = opt_einsum.contract_path(",".join(ins) + "->" + outs,

@@ -7,7 +7,8 @@ reverse pass of a while loop, whose trip count is known only when it runs), and 
 ops ``checkpoint_p``, ``custom_vjp_call_p`` and ``custom_jvp_call_p``. Every one holds its
 sub-graphs as params (printed, kept through JSON); their vjp, jvp and batch rules are graph
 transforms of those sub-graphs, attached by the transform layer (``autodiff``, ``batching``,
-``control_rules``). Imports core/tracing only.
+``control_rules``). Also ``debug_print_p`` (``ft.debug.print``: an ``effect`` op, a host
+callback every pass keeps and every backend runs). Imports core/tracing only.
 
 Semantics of ``loop(*consts, *inits, *arrays; body, length, n_consts, n_carry, xs)``::
 
@@ -46,7 +47,7 @@ from ._base import as_array, namespace_of
 __all__ = ["SUBGRAPH_RUNNER", "run_subgraph", "holds_graphs", "loop_p", "loop_slices",
            "loop_read_spec", "cond_p", "branch_index", "while_p", "specialize_p",
            "specialized_graph", "SPECIALIZERS", "checkpoint_p", "custom_vjp_call_p",
-           "custom_jvp_call_p"]
+           "custom_jvp_call_p", "debug_print_p"]
 
 
 #: how the impls of these ops evaluate their sub-graphs when they run outside any trace:
@@ -307,6 +308,11 @@ def _custom_impl(*args, fun_graph, rule):
 
 
 def _custom_abstract(*avals, fun_graph, rule):
+    n_in, n_out = len(fun_graph.inputs), len(fun_graph.outputs)
+    if (rule.in_tree.num_leaves, rule.out_tree.num_leaves) != (n_in, n_out):
+        raise TypeError(f"the rule's structures have {rule.in_tree.num_leaves} argument and "
+                        f"{rule.out_tree.num_leaves} result leaves; the function's graph has "
+                        f"{n_in} inputs and {n_out} outputs")
     return _sub_abstract(*avals, graph=fun_graph)
 
 
@@ -315,3 +321,53 @@ custom_vjp_call_p = Op("custom_vjp_call", _custom_abstract, _custom_impl,
                        multiple_results=True, call_param="fun_graph")
 custom_jvp_call_p = Op("custom_jvp_call", _custom_abstract, _custom_impl,
                        multiple_results=True, call_param="fun_graph")
+
+
+# --------------------------------------------------------------------------------------------
+# debug_print: a host callback (ft.debug.print), kept by every pass and run by every backend
+# --------------------------------------------------------------------------------------------
+
+def _print_abstract(*avals, fmt, names, statics, lanes):
+    return AVal((), np.dtype(bool))        # a token: nothing reads it, the op is an effect
+
+
+def _host_value(a):
+    a = as_array(a)
+    if namespace_of(a) is not np:
+        from ..core import to_host
+        a = to_host(a)
+    return np.asarray(a)
+
+
+def _print_impl(*args, fmt, names, statics, lanes):
+    _emit([_host_value(a) for a in args], fmt, names, statics, lanes)
+    return np.zeros((), bool)
+
+
+def _emit(vals, fmt, names, statics, lanes):
+    """Print ``fmt`` with the values; under vmap (``lanes``: per batching level, outermost
+    first, ``(size, axis of each operand or None)``) once per example, in order."""
+    if lanes:
+        size, dims = lanes[0]
+        for i in range(size):
+            _emit([v if d is None else np.take(v, i, axis=d) for v, d in zip(vals, dims)],
+                  fmt, names, statics, lanes[1:])
+        return
+    full = list(vals)
+    for pos, v in statics:                # Python values (strings, numbers) passed as is
+        full.insert(pos, v)
+    n_pos = len(full) - len(names)
+    print(fmt.format(*full[:n_pos], **dict(zip(names, full[n_pos:]))), flush=True)
+
+
+def _print_batch(args, dims, *, fmt, names, statics, lanes):
+    size = next(np.shape(a)[d] if not hasattr(a, "shape") else a.shape[d]
+                for a, d in zip(args, dims) if d is not None)
+    from ..tracing import bind
+    tok = bind(debug_print_p, *args, fmt=fmt, names=names, statics=statics,
+               lanes=((size, tuple(dims)),) + tuple(lanes))
+    return (tok,), (None,)
+
+
+debug_print_p = Op("debug_print", _print_abstract, _print_impl, effect=True, zero_grad=True,
+                   batch=_print_batch)

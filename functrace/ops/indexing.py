@@ -115,8 +115,10 @@ def _scatter_abstract(x, v, *idx, spec, mode):
     want = index_shape(x.shape, spec, [a.shape for a in idx])
     if v.shape != want or v.dtype != x.dtype:
         raise ShapeError(f"scatter values must be {want} {x.dtype}, got {v.shape} {v.dtype}")
-    if mode not in ("set", "add", "mul"):
+    if mode not in ("set", "add", "mul", "min", "max"):
         raise ValueError(f"unknown scatter mode {mode!r}")
+    if mode in ("min", "max") and x.dtype.kind == "c":
+        raise TypeError(f"scatter {mode} needs real values, got {x.dtype}")
     return x
 
 
@@ -128,16 +130,16 @@ def _scatter_impl(x, v, *idx, spec, mode):
         if idx and xp is not np:
             v = _last_update_wins(xp, out.shape, v, key)
         out[key] = v
-    elif not idx:              # basic indexing never repeats an element: in-place is exact
-        if mode == "add":
-            out[key] += v
-        else:
-            out[key] *= v
-    elif mode == "add":
-        namespace_of(out).add.at(out, key, v)
     else:
-        namespace_of(out).multiply.at(out, key, v)
+        uf = getattr(namespace_of(out), _SCATTER_UFUNC[mode])
+        if not idx:            # basic indexing never repeats an element: in-place is exact
+            out[key] = uf(out[key], v)
+        else:
+            uf.at(out, key, v)
     return out
+
+
+_SCATTER_UFUNC = {"add": "add", "mul": "multiply", "min": "minimum", "max": "maximum"}
 
 
 def _last_update_wins(xp, shape, v, key):
@@ -155,7 +157,9 @@ scatter_p = Op("scatter", _scatter_abstract, _scatter_impl, fresh=True, c_result
 
 def scatter(x, v, idx_arrays, spec, mode):
     """Functional ``x[spec] = v`` (``mode="set"``), ``+= v`` (``"add"``, repeated indices
-    accumulate) or ``*= v`` (``"mul"``); ``v`` has exactly the indexed shape."""
+    accumulate), ``*= v`` (``"mul"``), or the elementwise minimum / maximum with ``v``
+    (``"min"``/``"max"``, over all updates of a repeated index); ``v`` has exactly the
+    indexed shape."""
     return bind(scatter_p, x, v, *idx_arrays, spec=tuple(spec), mode=mode)
 
 
@@ -236,10 +240,26 @@ def _mul_others(x, v, idx, spec):
     return ew.mul(x_t, reshape(others, vs))
 
 
+def _extremum_shares(x, v, out, idx, spec):
+    """For scatter min/max: which of ``x`` and of the updates ``v`` attain the result at
+    their place (0/1 in their dtype), and how many attain it at each place of ``x`` (>= 1).
+    Ties share the derivative evenly, as reduce max/min does (docs/numerics.md)."""
+    dt = dtype_of(x)
+    zero, one = np.zeros((), dt), np.ones((), dt)
+    at_x = ew.select(ew.eq(x, out), one, zero)
+    at_v = ew.select(ew.eq(v, gather(out, idx, spec)), one, zero)
+    count = ew.add(at_x, scatter(_zeros(shape_of(x), dt), at_v, idx, spec, "add"))
+    return at_x, at_v, count
+
+
 def _scatter_vjp(cts, ins, outs, *, spec, mode):
     x, v, idx = ins[0], ins[1], ins[2:]
     ct = cts[0]
     nones = (None,) * len(idx)
+    if mode in ("min", "max"):
+        at_x, at_v, count = _extremum_shares(x, v, outs[0], idx, spec)
+        share = ew.div(ct, count)
+        return (ew.mul(share, at_x), ew.mul(gather(share, idx, spec), at_v)) + nones
     if mode == "add":
         return (ct, gather(ct, idx, spec)) + nones
     if mode == "set":
@@ -267,6 +287,10 @@ def _scatter_jvp(primals, tangents, outs, *, spec, mode):
         tv = _zeros(shape_of(v), dtype_of(v))
     if mode in ("set", "add"):
         return (scatter(tx, tv, idx, spec, mode),)
+    if mode in ("min", "max"):
+        at_x, at_v, count = _extremum_shares(x, v, outs[0], idx, spec)
+        t = scatter(ew.mul(tx, at_x), ew.mul(tv, at_v), idx, spec, "add")
+        return (ew.div(t, count),)
     # d(x * prod v) = tx * prod v + sum_k tv_k * (x * prod of the other v) on the indexed places
     t = scatter(tx, v, idx, spec, "mul")
     others = _mul_others(x, v, idx, spec) if idx else gather(x, idx, spec)

@@ -25,6 +25,7 @@ import os
 
 import numpy as np
 
+from ..config import config
 from ..core import Eqn, Graph, Lit, Var, verify
 from .loops import map_subgraphs, merge_loop_twins
 
@@ -38,11 +39,12 @@ def count_eqns(g: Graph) -> int:
 
 
 def dce(g: Graph) -> Graph:
-    """Drop equations whose outputs are never used (all ops are pure)."""
+    """Drop equations whose outputs are never used (every op is pure but the ``effect`` ones,
+    which stay)."""
     live = {a for a in g.outputs if isinstance(a, Var)}
     kept = []
     for e in reversed(g.eqns):
-        if any(o in live for o in e.outputs):
+        if e.op.effect or any(o in live for o in e.outputs):
             kept.append(e)
             live.update(a for a in e.inputs if isinstance(a, Var))
     if len(kept) == len(g.eqns):
@@ -71,7 +73,7 @@ def cse(g: Graph) -> Graph:
             changed = True
         key = (e.op.name, tuple((("v", id(a)) if isinstance(a, Var) else ("l", a))
                                 for a in ins), e.params)
-        prev = seen.get(key)
+        prev = None if e.op.effect else seen.get(key)     # two prints print twice
         if prev is not None and all(p.aval == o.aval for p, o in zip(prev.outputs, e.outputs)):
             for o, p in zip(e.outputs, prev.outputs):
                 env[o] = p
@@ -95,6 +97,7 @@ def fold_constants(g: Graph, max_size: int = _FOLD_MAX_SIZE,
         scalar_bcast = (keep_scalar_broadcasts and e.op.name == "broadcast_in_dim"
                         and ins[0].aval.shape == ())
         if (ins and all(isinstance(a, Lit) for a in ins) and not scalar_bcast
+                and not e.op.effect
                 and not any(isinstance(v, Graph) for v in e.params.values())
                 and all(o.aval.size <= max_size for o in e.outputs)):
             try:
@@ -301,7 +304,7 @@ def _merged_chain(e: Eqn, x: Var, producer) -> Var | Lit | Eqn | None:
 
 def optimize(g: Graph, max_rounds: int = 4) -> Graph:
     """fold -> simplify -> cse -> dce until nothing changes (at most ``max_rounds``)."""
-    check = os.environ.get("FUNCTRACE_VERIFY") == "1"
+    check = config.enable_checks or os.environ.get("FUNCTRACE_VERIFY") == "1"
     for _ in range(max_rounds):
         new = dce(merge_loop_twins(dce(cse(simplify(fold_constants(g))))))
         if check:

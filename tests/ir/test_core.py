@@ -196,11 +196,13 @@ def _private_imports(path):
 # layer rank of each package part (imports may only point to lower-or-equal ranks):
 # core, printing <- tracing <- ops <- autodiff/batching/passes <- backends <- api <- numpy <-
 # autograd; see docs/architecture.md
-RANK = {"errors": 0, "caches": 0, "core": 0, "printing": 0, "graph_json": 0, "tree_util": 0,
+RANK = {"errors": 0, "caches": 0, "config": 0, "debug_nans": 0, "core": 0, "printing": 0,
+        "graph_json": 0, "tree_util": 0,
         "tracing": 1, "ops": 2, "autodiff": 3, "batching": 3, "passes": 3, "control_rules": 3,
         "backends": 4, "control": 5,
         "symbol": 5, "arguments": 5, "tape": 5, "running": 5, "signature": 5, "api": 5,
-        "forward": 5, "jit": 5, "device": 5, "numpy": 6, "nn": 7, "extend": 7, "test_util": 7,
+        "forward": 5, "jit": 5, "device": 5, "custom_rules": 5, "debug": 5, "numpy": 6, "nn": 7,
+        "extend": 7, "test_util": 7,
         "autograd": 8, "scipy": 7, "random": 7, "optim": 9}
 
 

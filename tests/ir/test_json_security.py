@@ -473,3 +473,88 @@ def test_gradient_graph_with_pytree_arguments_round_trips():
     back = _load(sym.to_json())
     assert back == sym
     np.testing.assert_allclose(back(p, batch).a, ft.grad(loss)(p, batch).a)
+
+
+# ---- custom rules: named in a document, looked up in the registry, never imported -----------
+
+@ft.custom_vjp
+def _cv_double(x):
+    return x * 2.0
+
+
+_cv_double.defvjp(lambda x: (x * 2.0, None), lambda res, g: (g * 2.0,))
+
+
+def _custom_doc():
+    sym = ft.trace(lambda x: fnp.sum(_cv_double(x)))(np.ones(3))
+    return json.loads(sym.to_json())
+
+
+def _rule_body(doc):
+    return next(e for e in doc["graph"]["eqns"]
+                if e["op"] == "custom_vjp_call")["params"]["rule"]["custom_vjp"]
+
+
+CUSTOM_CATALOGUE = [
+    ("rule-not-object", lambda b: b.clear() or b.update(x=1), "name"),
+    ("rule-name-int", lambda b: b.update(name=5), "name"),
+    ("rule-in-tree-garbage", lambda b: b.update(in_tree={"bogus": 1}), "in_tree"),
+    ("rule-tree-leaf-count", lambda b: b.update(in_tree={"tuple": [{"leaf": 0},
+                                                                   {"leaf": 1}]}),
+     "type-check"),
+    ("rule-nondiff-bad", lambda b: b.update(nondiff=[["x", 1]]), "nondiff"),
+    ("rule-nondiff-position", lambda b: b.update(nondiff=[[7, 1]]), "nondiff"),
+    ("rule-nondiff-object", lambda b: b.update(nondiff=[[0, {"module": "os"}]]), "tag"),
+    ("rule-batched-negative", lambda b: b.update(batched=-1, rule={}), "batched"),
+    ("rule-batched-deep", lambda b: b.update(batched=2, rule=_nested_rule(80)), "deep"),
+    ("rule-kind-mismatch", lambda b: b.update(name=_jvp_name()), "registered as"),
+]
+
+
+def _nested_rule(depth):
+    body: dict = {"name": "x"}
+    for _ in range(depth):
+        body = {"batched": 2, "rule": body}
+    return body
+
+
+def _jvp_name():
+    f = ft.custom_jvp(lambda x: x)
+    f.defjvp(lambda p, t: (p[0], t[0]))
+    ft.register_custom_rule("tests.json.jvp_rule", f)
+    return "tests.json.jvp_rule"
+
+
+@pytest.mark.parametrize("case", CUSTOM_CATALOGUE, ids=[c[0] for c in CUSTOM_CATALOGUE])
+def test_hostile_custom_rule_raises_graph_format_error(case):
+    d = _custom_doc()
+    case[1](_rule_body(d))
+    before = set(sys.modules)
+    err = _rejects(json.dumps(d), case[2])
+    assert len(str(err)) < 2000
+    assert set(sys.modules) == before, "reading a document imported a module"
+
+
+@pytest.mark.parametrize("name", ["os:system", "subprocess:Popen", "builtins:eval",
+                                  "ft_hostile_mod:f"])
+def test_a_rule_naming_code_is_a_placeholder_that_imports_nothing(name, monkeypatch):
+    calls = []
+    monkeypatch.setattr("os.system", lambda *a: calls.append(a))
+    d = _custom_doc()
+    _rule_body(d)["name"] = name
+    before = set(sys.modules)
+    sym = _load(d)                                  # loads, and runs its function's graph
+    assert set(sys.modules) == before
+    np.testing.assert_allclose(sym(np.arange(3.0)), 6.0)
+    with pytest.raises(ft.MissingRuleError, match="not registered"):
+        ft.grad(sym)(np.arange(3.0))
+    assert not calls
+    assert json.loads(sym.to_json()) == d           # the name round-trips as stored
+
+
+def test_a_registered_rule_round_trips_and_differentiates():
+    d = _custom_doc()
+    assert _rule_body(d)["name"] == f"{__name__}:_cv_double"
+    sym = _load(d)
+    np.testing.assert_allclose(ft.grad(sym)(np.ones(3)), 2.0)
+    assert json.loads(sym.to_json()) == d

@@ -567,7 +567,7 @@ def hessian_argnums_out_of_range():
 # grad's output and inputs
 # ============================================================================================
 
-@case("FunctraceTypeError", "scalar output", "(2, 3)", "fnp.sum", line=True)
+@case("FunctraceTypeError", "scalar output", "(2, 3)", "size 6", "fnp.sum", line=True)
 def grad_of_non_scalar():
     ft.grad(lambda x: x * 2.0)(X)
 
@@ -846,6 +846,12 @@ def custom_vjp_bwd_wrong_arity():
 @case("FunctraceTypeError", "custom_vjp", "bwd", "str", line=True)
 def custom_vjp_bwd_not_callable():
     _custom_vjp("bwd")
+
+
+@case("MissingRuleError", "custom_vjp function f", "forward mode", "custom_jvp", line=True)
+def custom_vjp_under_forward_mode():
+    f = _custom_vjp(lambda res, g: (g * 2.0,))
+    ft.jvp(lambda x: f(x), (X,), (X,))
 
 
 @case("FunctraceTypeError", "custom_vjp", "defvjp", line=True)

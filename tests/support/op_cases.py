@@ -792,15 +792,26 @@ def _at(x):
     return x.at if isinstance(x, Tracer) else fnp.at(x)
 
 
+def _distinct(rng, *shapes):
+    """Arrays of ``shapes`` whose values all differ by at least 0.2 (no ties anywhere)."""
+    n = sum(int(np.prod(sh)) for sh in shapes)
+    vals = rng.permutation(n) * 0.4 - 0.2 * n + rng.uniform(-0.1, 0.1, n)
+    out, k = [], 0
+    for sh in shapes:
+        m = int(np.prod(sh))
+        out.append(vals[k:k + m].reshape(sh))
+        k += m
+    return out
+
+
 def _np_at(mode, idx):
     def f(x, v):
         out = np.array(x, copy=True)
         if mode == "set":
             out[idx] = v
-        elif mode == "add":
-            np.add.at(out, idx, v)
         else:
-            np.multiply.at(out, idx, v)
+            {"add": np.add, "mul": np.multiply, "min": np.minimum,
+             "max": np.maximum}[mode].at(out, idx, v)
         return out
     return f
 
@@ -819,6 +830,16 @@ for _k, (_i, _vs) in _AT.items():
                                                                             _meth)(v),
              (_xs, _vs), np_fn=_np_at(_mode, _i), dtypes=F if _k == "repeated" else F64,
              domain=((-2, 2), away(0.5, 1.5)))
+# min/max: the domains keep every value apart from the others (no ties: a tie is a kink)
+for _k, (_i, _vs) in {"int": (1, ()), "slice": (slice(1, None, 2), (2,)),
+                      "repeated": (np.array([0, 2, 0, 0, 3]), (5,)),
+                      "2d_mixed": ((np.array([0, 1, 0]), slice(None)), (3, 3))}.items():
+    _xs = (2, 3) if _k == "2d_mixed" else (5,)
+    for _meth in ("min", "max"):
+        case(f"at:{_meth}_{_k}", lambda x, v, _i=_i, _meth=_meth: getattr(fnp.at(x)[_i],
+                                                                            _meth)(v),
+             (_xs, _vs), np_fn=_np_at(_meth, _i), dtypes=F if _k == "repeated" else F64,
+             domain=lambda rng, _xs=_xs, _vs=_vs: _distinct(rng, _xs, _vs))
 case("at:set_neg_step", lambda x, v: fnp.at(x)[::-2].set(v), ((5,), (3,)),
      np_fn=_np_at("set", slice(None, None, -2)))
 case("at:add_neg_step_2d", lambda x, v: fnp.at(x)[::-1, 2:0:-1].add(v), ((3, 4), (3, 2)),
@@ -930,11 +951,19 @@ _EINSUM = {
     "elementwise": ("i,i->i", (3,), (3,)), "full_sum": ("ij->", (2, 3)),
     "ellipsis_sum": ("i...->...", (2, 3, 4)), "repeated_out_of_two": ("ij,ij->", (2, 3),
                                                                       (2, 3)),
+    # numpy broadcasts a size-1 axis against the other operands' size for the same letter
+    "bcast_batch": ("mnd,mdo->mno", (1, 4, 2), (5, 2, 3)),
+    "bcast_batch_right": ("mnd,mdo->mno", (3, 4, 2), (1, 2, 3)),
+    "bcast_contracted": ("ij,jk->ik", (2, 1), (3, 4)),
+    "bcast_both": ("ij,ij->ij", (1, 3), (4, 1)),
+    "bcast_summed": ("ij,ij->", (4, 1), (4, 3)),
+    "bcast_ellipsis": ("...ij,...jk->...ik", (1, 2, 3), (4, 3, 2)),
+    "bcast_three": ("bi,bij,bj->b", (1, 2), (3, 2, 2), (3, 1)),
 }
 for _k, (_s, *_shs) in _EINSUM.items():
     case(f"einsum:{_k}", lambda *a, _s=_s: fnp.einsum(_s, *a), tuple(_shs),
          np_fn=lambda *a, _s=_s: np.einsum(_s, *a),
-         dtypes=F if _k in ("matmul", "trace", "diag", "chain") else F64)
+         dtypes=F if _k in ("matmul", "trace", "diag", "chain", "bcast_batch") else F64)
 B("einsum:int", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
   dtypes=("int32",), order=None)
 B("einsum:mixed", lambda m, x, y: m.einsum("ij,j->i", x, y), ((2, 3), (3,)),
