@@ -43,6 +43,7 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "ShapeDtype", "config", "disable_jit", "eval_shape", "block_until_ready",
            "AVal", "Graph", "verify", "device_put", "device_get", "device", "debug",
            "tree_util", "nn", "random", "test_util", "autograd", "FunctraceError",
-           "FunctraceWarning", "FunctraceTypeError", "FunctraceValueError", "ShapeError", "AxisError",
+           "FunctraceWarning", "FunctraceTypeError", "FunctraceValueError", "ShapeError",
+           "AxisError",
            "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",
            "TracerConversionError", "GuardError", "GraphFormatError", "NaNError"]
