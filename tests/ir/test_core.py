@@ -242,7 +242,8 @@ KNOWN_CIRCLES: list[set] = [
 # (reduce.py attaches broadcast_in_dim's and pad's vjp, indexing.py sort's rules), and the
 # transforms find family batch rules through ops.batch_rules.rule_for.
 OP_FAMILY_ORDER = ["_base", "scalar_code", "control", "elementwise", "shape", "batch_rules",
-                   "reduce", "indexing", "dot", "linalg", "decomp", "fft", "matfuncs", "special"]
+                   "reduce", "indexing", "dot", "linalg", "decomp", "fft", "matfuncs", "incomplete",
+                   "special"]
 
 
 def test_op_families_import_in_order():

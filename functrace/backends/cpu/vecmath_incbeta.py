@@ -415,6 +415,23 @@ def _ibeta_near_one_jet(a, b, y):
 
 
 @_jit
+def _psi_shift(n, z, h):
+    """psi^(n)(z + h) - psi^(n)(z) (n = 0, 1; h > 0): five terms of its Taylor series where
+    h <= 1e-3 z (the difference cancels there: d2I/db2 lost 9 digits at a = 2e-3,
+    b = 1e4), else the difference."""
+    if h <= 1e-3 * z:
+        acc = 0.0
+        fac = 1.0
+        for k in range(1, 6):
+            fac *= h / k
+            acc += fac * _polygamma(n + k, z)
+        return acc
+    if n == 0:
+        return _digamma(z + h) - _digamma(z)
+    return _trigamma(z + h) - _trigamma(z)
+
+
+@_jit
 def _ibeta_dab_direct(a, b, x, y, xexact):
     """The jet of I_x(a, b) in (a, b), by the value's method (``_ibeta_direct``)."""
     if _near_one(a, y):
@@ -431,13 +448,13 @@ def _ibeta_dab_direct(a, b, x, y, xexact):
     if b >= 10.0:
         pb = ly - _digamma_mlog(b) + _digamma_mlog(c)
     else:
-        pb = logy - _digamma(b) + _digamma(c)
+        pb = logy + _psi_shift(0, b, a)
     tc = _trigamma(c)
     if a >= 10.0:
-        paa = tc - _trigamma(a) + 1.0 / (a * a)
+        paa = _psi_shift(1, a, b) + 1.0 / (a * a)
     else:
         paa = tc - _trigamma(a + 1.0)
-    pbb = tc - _trigamma(b)
+    pbb = _psi_shift(1, b, a)
     pre = (f, f * pa, f * pb, f * (paa + pa * pa), f * (tc + pa * pb), f * (pbb + pb * pb))
     if _use_pseries(b, x):
         e = _exp(-b * logy)                    # y**-b

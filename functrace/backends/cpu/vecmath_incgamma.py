@@ -353,6 +353,16 @@ def _clip01(r):
 
 
 @_jit
+def _igamc_series_region(a, x):
+    """Where Q = 1 - P cancels and DLMF 8.7.3 sums Q directly (Cephes' choice), x <= 1.1."""
+    if x > 1.1:
+        return False
+    if x <= 0.5:
+        return -0.4 / flog(x) >= a
+    return x * 1.1 >= a
+
+
+@_jit
 def _temme_region(a, x):
     return a > 20.0 and abs(x - a) < 0.3 * a
 
@@ -375,6 +385,10 @@ def _gammainc64(a, x):
         return _clip01(_igam_temme(a, x, False))
     if x > 1.0 and x > a:
         return _clip01(1.0 - _igamc_cf(a, x))
+    if _igamc_series_region(a, x):
+        q = _igamc_series(a, x)
+        if q <= 0.5:
+            return _clip01(1.0 - q)           # P next to 1 (small a): 1 - Q rounds once
     return _clip01(_igam_series(a, x))
 
 
@@ -398,11 +412,7 @@ def _gammaincc64(a, x):
         if x < a:
             return _clip01(1.0 - _igam_series(a, x))
         return _clip01(_igamc_cf(a, x))
-    if x <= 0.5:
-        small = -0.4 / flog(x) >= a
-    else:
-        small = x * 1.1 >= a
-    if small:
+    if _igamc_series_region(a, x):
         return _clip01(_igamc_series(a, x))
     return _clip01(1.0 - _igam_series(a, x))
 
