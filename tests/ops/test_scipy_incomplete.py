@@ -140,8 +140,8 @@ def _gamma_points():
     return np.concatenate([p[0] for p in pts]), np.abs(np.concatenate([p[1] for p in pts]))
 
 
-# (max relative error asserted, in the bulk |log value| < 30 / everywhere); measured on these
-# points: 3e-15 / 9e-14 (scipy 1.17 on the same points: 1e-12, and 1e-6 for P at a > 1e4)
+# max relative error, where |log value| < 30 / everywhere: measured on these points 9e-15 /
+# 1.1e-13 (the far tails: the exponent's rounding); scipy 1.17 is 1e-6 off for P at a > 1e4
 def test_gammainc_and_gammaincc_accuracy():
     a, x = _gamma_points()
     with mp.workdps(_DPS):
@@ -171,8 +171,9 @@ def _beta_points():
     return tuple(np.concatenate([p[i] for p in pts]) for i in range(3))
 
 
-# measured on these points: 7e-15 in the bulk, 2.5e-13 in the tails (x**a (1-x)**b ~ 1e-200
-# at a, b ~ 1e3-1e4, where the exponent's own rounding dominates; scipy: 5e-13)
+# measured on these points: 4e-14 where |log value| < 30 (a tiny parameter past the mean:
+# 1 - I_{1-x}(b, a) cancels), 1.2e-13 in the tails (x**a (1-x)**b ~ 1e-200 at a, b ~ 1e3-1e4,
+# where the exponent's own rounding dominates)
 def test_betainc_accuracy():
     a, b, x = _beta_points()
     with mp.workdps(_DPS):
@@ -180,7 +181,7 @@ def test_betainc_accuracy():
     err = _rel_err(np.asarray(_jit(fsp.betainc)(a, b, x)), want)
     assert err.max() <= 5e-13
     bulk = np.abs(np.log(want[want > 1e-300])) < 30
-    assert err[bulk].max() <= 5e-14
+    assert err[bulk].max() <= 1e-13
 
 
 def test_float32_kernels_round_once():
