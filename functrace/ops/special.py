@@ -205,11 +205,22 @@ def _gammainc_dx(a, x, y):
     return exp(sub(sub(mul(sub(a, lit(1, a)), log(x)), x), gammaln(a)))
 
 
+def _log_away(x):
+    """log(x) with x = 0 replaced by 1: where x**(a-1) makes a partial 0 (a > 1), 0 * log(0)
+    would be NaN, and so would every derivative of it (chi2.cdf's at z < 0, for one)."""
+    return log(select(eq(x, lit(0, x)), lit(1, x), x))
+
+
+def _log1m_away(x):
+    """log(1 - x) with x = 1 replaced by 0 (as ``_log_away`` for (1-x)**(b-1))."""
+    return log1p(neg(select(eq(x, lit(1, x)), lit(0, x), x)))
+
+
 def _gammainc_da_dx(a, x, n):
     # d/dx d**n P/da**n = d**n/da**n of x**(a-1) e**-x / gamma(a): with l = log x - psi(a),
     # f l (n = 1) and f (l**2 - psi'(a)) (n = 2)
     f = _gammainc_dx(a, x, None)
-    lx = sub(log(x), digamma(a))
+    lx = sub(_log_away(x), digamma(a))
     if n == 1:
         return mul(f, lx)
     return mul(f, sub(mul(lx, lx), polygamma(a, n=1)))
@@ -246,8 +257,8 @@ def _betainc_dab_dx(a, b, x, i, j):
     f = _betainc_dx(a, b, x, None)
     c = add(a, b)
     pc = digamma(c)
-    la = add(sub(log(x), digamma(a)), pc)
-    lb = add(sub(log1p(neg(x)), digamma(b)), pc)
+    la = add(sub(_log_away(x), digamma(a)), pc)
+    lb = add(sub(_log1m_away(x), digamma(b)), pc)
     if (i, j) == (1, 0):
         return mul(f, la)
     if (i, j) == (0, 1):

@@ -389,3 +389,14 @@ def test_stats_cdfs_differentiate_in_their_shape_parameters():
         np.testing.assert_allclose(g, fd, rtol=1e-7)
     gb = ft.grad(lambda a, b: fst.beta.logsf(0.3, a, b), argnums=(0, 1))(2.0, 3.0)
     assert all(np.isfinite(v) and v != 0 for v in gb)
+
+
+def test_mixed_partials_at_the_ends_of_x_are_zero_not_nan():
+    # d2/dx da of P at x = 0 and of I at x = 0, 1 (a, b > 1): 0; through chi2.cdf's
+    # max(z, 0) at z < 0 a NaN here would poison the whole gradient
+    dxda = ft.grad(ft.grad(lambda x, a: fsp.gammainc(a, x), argnums=1), argnums=0)
+    assert dxda(0.0, 2.5) == 0.0
+    dxdb = ft.grad(ft.grad(lambda x, b: fsp.betainc(2.5, b, x), argnums=1), argnums=0)
+    assert dxdb(1.0, 2.5) == 0.0 and dxdb(0.0, 2.5) == 0.0
+    g = ft.grad(ft.grad(fst.chi2.cdf, argnums=1), argnums=0)
+    assert g(-1.0, 3.5) == 0.0 and np.isfinite(g(1.0, 3.5))
