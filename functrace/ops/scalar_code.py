@@ -11,7 +11,8 @@ template is a format string over the operands ``{0}, {1}, ...`` and the params, 
 or anything of functrace but ``core``.
 
 The names a template may use in a kernel module: ``np``, ``math``, ``numba`` (CPU), ``vm``,
-``vs`` (``vecmath_special``) and ``cs`` (CPU), ``libdevice`` (CUDA).
+``vs`` (``vecmath_special``), ``vi`` (``vecmath_incomplete``) and ``cs`` (CPU), ``libdevice``
+(CUDA).
 """
 
 from __future__ import annotations

@@ -328,8 +328,8 @@ def beta(a, b):
 
 @_eager_scipy
 def betainc(a, b, x):
-    """The regularized incomplete beta function I_x(a, b); differentiable in ``x`` (a gradient
-    in ``a`` or ``b`` is a MissingRuleError).
+    """The regularized incomplete beta function I_x(a, b); differentiable in every argument,
+    in ``a`` and ``b`` to second order (a third derivative in them is a MissingRuleError).
 
     Example:
         >>> import functrace.scipy.special as fsp
@@ -342,7 +342,8 @@ def betainc(a, b, x):
 
 @_eager_scipy
 def gammainc(a, x):
-    """The regularized lower incomplete gamma function P(a, x); differentiable in ``x``.
+    """The regularized lower incomplete gamma function P(a, x); differentiable in ``x`` and,
+    to second order, in ``a`` (a third derivative in ``a`` is a MissingRuleError).
 
     Example:
         >>> import functrace.scipy.special as fsp
@@ -355,7 +356,8 @@ def gammainc(a, x):
 
 @_eager_scipy
 def gammaincc(a, x):
-    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x).
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x); derivatives as
+    ``gammainc``'s.
 
     Example:
         >>> import functrace.scipy.special as fsp

@@ -5,9 +5,9 @@ whose methods take scipy's argument names (``norm.logpdf(x, loc=0, scale=1)``): 
 logpdf/logpmf, cdf, logcdf, sf and logsf where scipy has them. Every method is a composition
 of ``functrace.scipy.special`` and ``functrace.numpy`` (log space, far tails), so it runs
 eagerly on numpy arrays, traces, and differentiates in every float argument, distribution
-parameters included (except through the incomplete gamma/beta functions' shape parameters:
-docs/scipy.md). Unlike scipy, float32 arguments give float32 results. Imports
-functrace.numpy and functrace.scipy.special only.
+parameters included (df, a, b of the cdf/sf through the incomplete gamma/beta functions'
+shape-parameter derivatives, to second order: docs/scipy.md). Unlike scipy, float32 arguments
+give float32 results. Imports functrace.numpy and functrace.scipy.special only.
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ KNOWN_CIRCLES: list[set] = [
 # transforms find family batch rules through ops.batch_rules.rule_for.
 OP_FAMILY_ORDER = ["_base", "scalar_code", "scalar_recipe", "control", "elementwise", "shape",
                    "batch_rules", "reduce", "indexing", "dot", "linalg", "decomp", "fft",
-                   "matfuncs", "special", "xla_math", "random", "random_rejection"]
+                   "matfuncs", "incomplete", "special", "xla_math", "random", "random_rejection"]
 
 
 def test_op_families_import_in_order():

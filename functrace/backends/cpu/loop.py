@@ -433,6 +433,7 @@ def _module_text(lines: list[str]) -> str:
             "import numpy as np\nimport numba\n"
             "from functrace.backends.cpu import vecmath as vm\n"
             "from functrace.backends.cpu import vecmath_special as vs\n"
+            "from functrace.backends.cpu import vecmath_incomplete as vi\n"
             "from functrace.backends.cpu import scalar as cs\n\n\n")
     return head + "\n".join(lines) + "\n"
 
