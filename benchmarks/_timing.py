@@ -1,8 +1,11 @@
-"""Shared timing helper for the benchmark scripts: medians of repeated batches."""
+"""Shared timing helpers for the benchmark scripts: medians of repeated batches, the
+cold-cache first call of ``ft.jit``, and the result check done before timing."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import time
 
 
@@ -58,3 +61,23 @@ def check_close(name, got, want, rtol, what="the reference"):
             raise AssertionError(f"{name}: result differs from {what} (max rel err "
                                  f"{err:.2e} > {rtol:.0e})")
 
+
+def jit_cold(fn, *args):
+    """``ft.jit(fn, eager=True)`` and its first call with an empty kernel cache (the full
+    compile cost of the generated kernels): (jitted, first result, seconds). numba's own
+    cache of the helper modules the kernels call (``cache=True`` functions such as the
+    special-function kernels, kept next to their source) is left as it is."""
+    with tempfile.TemporaryDirectory() as d:
+        old = os.environ.get("FUNCTRACE_CACHE_DIR")
+        os.environ["FUNCTRACE_CACHE_DIR"] = d
+        try:
+            import functrace as ft
+            jitted = ft.jit(fn, eager=True)
+            t0 = time.perf_counter()
+            out = jitted(*args)
+            return jitted, out, time.perf_counter() - t0
+        finally:
+            if old is None:
+                del os.environ["FUNCTRACE_CACHE_DIR"]
+            else:
+                os.environ["FUNCTRACE_CACHE_DIR"] = old

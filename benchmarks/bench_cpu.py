@@ -51,7 +51,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import check_close
+from _timing import check_close, jit_cold
 from _timing import interleaved as _interleaved
 
 import functrace as ft
@@ -291,24 +291,6 @@ def bench_hessian(n=200):
 # --------------------------------------------------------------------------------------------
 # 4. recurrence
 # --------------------------------------------------------------------------------------------
-
-def jit_cold(fn, *args):
-    """``ft.jit(fn, eager=True)`` and its first call with an empty kernel cache (the full
-    compile cost): (jitted, first result, seconds)."""
-    with tempfile.TemporaryDirectory() as d:
-        old = os.environ.get("FUNCTRACE_CACHE_DIR")
-        os.environ["FUNCTRACE_CACHE_DIR"] = d
-        try:
-            jitted = ft.jit(fn, eager=True)
-            t0 = time.perf_counter()
-            out = jitted(*args)
-            return jitted, out, time.perf_counter() - t0
-        finally:
-            if old is None:
-                del os.environ["FUNCTRACE_CACHE_DIR"]
-            else:
-                os.environ["FUNCTRACE_CACHE_DIR"] = old
-
 
 def rnn_loss(W, xs, m=fnp):
     h = m.zeros(W.shape[0])

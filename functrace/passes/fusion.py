@@ -20,13 +20,15 @@ and tiers"):
   *output* shape; its input is read at ``loop index - low`` where in range, else the fill is
   used. Because the read is shifted it never reads a value of its own group, and its input
   is never recomputed into the group.
-* Equations are visited in topological order and join an existing group when (a) the loop
-  shape matches, (b) they do not read the group's reduction result, (c) they read the group's
-  own values only elementwise (identity map), and (d) every other step they read was *created
-  before* the group. (d) makes creation order a valid schedule, so no cycle between steps can
-  arise. Candidates are the groups that produce an input, then groups that read one of the same
-  inputs (sibling fusion: a forward pass and its backward pass over one input share a loop),
-  then the most recent groups over the same loop shape.
+* Equations are visited in topological order (graph order, except that a 0-d elementwise
+  equation comes as soon as its inputs are computed: scalar math on parameters, such as
+  ``log(scale)``, must not split the kernel of the arrays that read it) and join an existing
+  group when (a) the loop shape matches, (b) they do not read the group's reduction result,
+  (c) they read the group's own values only elementwise (identity map), and (d) every other
+  step they read was *created before* the group. (d) makes creation order a valid schedule,
+  so no cycle between steps can arise. Candidates are the groups that produce an input, then
+  groups that read one of the same inputs (sibling fusion: a forward pass and its backward
+  pass over one input share a loop), then the most recent groups over the same loop shape.
 * **Recomputation**: a group that reads an elementwise value of an earlier group with the same
   loop shape recomputes it instead, when the value's defining equations are few and cheap
   (no transcendental math) and add at most one read to the later kernel: forward values
@@ -42,6 +44,7 @@ and tiers"):
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Callable
 
 from ..core import Eqn, Graph, Var
@@ -217,7 +220,8 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
                 return False
         return True
 
-    for i, e in enumerate(eqns):
+    for i in _visit_order(eqns):
+        e = eqns[i]
         shape = loop_shape(e) if _pointwise(e) or e.op.reduction else None
         if shape is None or not fusible(e) or 0 in shape:
             st = OpStep(len(steps), i, view=e.op.fusion == "view")
@@ -260,6 +264,9 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
                 if target not in lst[-4:]:
                     lst.append(target)
 
+    for g in steps:
+        if isinstance(g, Group):
+            g.eqns.sort()        # graph order is topological; visit order may differ
     _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel)
 
     groups = [s for s in steps if isinstance(s, Group)]
@@ -268,6 +275,42 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
 
     kept = _live_steps(graph, steps, groups, producer, resolve, reduction_out)
     return FusionPlan(graph, kept, producer, resolve)
+
+
+def _scalar(e: Eqn) -> bool:
+    """A 0-d elementwise equation: arithmetic on scalars (``log(scale)``, ``1 / n``)."""
+    return _pointwise(e) and all(o.aval.ndim == 0 for o in e.outputs)
+
+
+def _visit_order(eqns) -> list[int]:
+    """Graph order, except that each 0-d elementwise equation comes as soon as its inputs are
+    computed. Scalars are often derived from parameters late in a traced function
+    (``logpdf(z) - log(scale)``); visited there, the array equation that reads such a scalar
+    could not join the group of the arrays it reads (rule (d): the scalar's step would be
+    created after that group), and the group would be split in two kernels with an array
+    written and read back between them. The other equations keep their graph order (the
+    smallest index ready is taken, and a scalar ready is taken first)."""
+    if not any(_scalar(e) for e in eqns):
+        return list(range(len(eqns)))
+    producer = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+    waiting = [0] * len(eqns)
+    readers: dict[int, list[int]] = {}
+    for i, e in enumerate(eqns):
+        deps = {producer[a] for a in e.inputs if isinstance(a, Var) and a in producer}
+        waiting[i] = len(deps)
+        for d in deps:
+            readers.setdefault(d, []).append(i)
+    ready = [(not _scalar(e), i) for i, e in enumerate(eqns) if not waiting[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for r in readers.get(i, ()):
+            waiting[r] -= 1
+            if not waiting[r]:
+                heapq.heappush(ready, (not _scalar(eqns[r]), r))
+    return order
 
 
 def _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel) -> None:

@@ -28,6 +28,7 @@ from functrace import ops
 from functrace.backends import reference as numpy_ref
 from functrace.backends.cpu import executor as numba_cpu
 from functrace.core import AVal, ScalarCode, Var
+from functrace.passes import fusion
 from functrace.passes.fusion import Group, OpStep, plan_fusion
 from functrace.passes.memory import plan_buffers
 from functrace.passes.simplify import optimize
@@ -287,6 +288,48 @@ def test_cheap_values_are_recomputed_from_a_stored_costly_one():
     rng = np.random.default_rng(3)
     _, got, want = run_both(g, [rng.normal(size=(64, 64)), rng.normal(size=(64, 64))])
     assert_same(got[0], want[0], 1e-13, atol=1e-13 * np.max(np.abs(want[0])))
+
+
+def test_scalar_math_is_planned_early_and_does_not_split_a_kernel(monkeypatch):
+    # norm.logpdf(x, loc, scale).sum(): log(scale) is traced after the chain over x. Planned
+    # in graph order it became a second step, and the chain a kernel that wrote an array for
+    # a third kernel (subtract, sum) to read back. Scalars now come first: one kernel over x.
+    # The graph-order plan is the slow path: elementwise results must be bit for bit the same
+    # (the same operations in the same order), sums agree to rounding (a sum may move between
+    # a kernel's and numpy's summation), and both match the reference interpreter.
+    def logpdf(x, loc, scale):
+        z = (x - loc) / scale
+        return fnp.sum(-0.5 * z * z - 0.9189385332046727 - fnp.log(scale))
+
+    vg = ft.value_and_grad(logpdf, argnums=(0, 1, 2))
+    avals = [AVal((1000,), "float64"), AVal((), "float64"), AVal((), "float64")]
+    g_value = optimize(trace_to_graph(lambda *a: [logpdf(*a)], avals).graph)
+    g_grad = optimize(trace_to_graph(lambda *a: (lambda v, gs: [v, *gs])(*vg(*a)),
+                                     avals).graph)
+    # a scalar that depends on a reduction stays after it (softmax with a 0-d normaliser)
+    g_softmax = graph_of(lambda x: [fnp.exp(x - fnp.log(fnp.sum(fnp.exp(x))))],
+                         AVal((1000,), "float64"))
+    x = np.random.default_rng(6).normal(size=1000)
+    cases = [(g_value, [x, np.asarray(0.3), np.asarray(1.7)]),
+             (g_grad, [x, np.asarray(0.3), np.asarray(1.7)]), (g_softmax, [x])]
+    for g, args in cases:
+        ex, got, want = run_both(g, args)
+        no_numpy_fallback(ex)
+        for a, b in zip(got, want, strict=True):
+            assert_same(a, b, 1e-12, atol=1e-12 * np.max(np.abs(b)))
+        with monkeypatch.context() as m:
+            m.setattr(fusion, "_visit_order", lambda eqns: list(range(len(eqns))))
+            slow = numba_cpu.Executable(g, eager=True)(*args)
+        for a, b in zip(got, slow, strict=True):
+            if np.ndim(b):
+                np.testing.assert_array_equal(a, b)
+            else:
+                assert_same(a, b, 1e-14)
+    plan = plan_fusion(g_value, numba_cpu.fusible, numba_cpu.prefer_kernel)
+    groups = [s for s in plan.steps if isinstance(s, Group)]
+    assert [s.shape for s in groups] == [(), (1000,)], plan        # log(scale), then the rest
+    assert groups[1].reduction is not None and not groups[1].outputs
+    assert [len(numba_cpu.lower(g).kernels) for g, _ in cases[:2]] == [2, 2]
 
 
 def test_a_value_read_through_a_view_is_not_recomputed():
