@@ -15,7 +15,7 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import device, extend, nn, random, test_util, tree_util  # noqa: F401  (ft.extend)
+from . import device, extend, flatten_util, nn, random, test_util, tree_util  # noqa: F401
 from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, grad, remat, safe_where,
                   stop_gradient, trace, value_and_grad, vjp)
 from .control import cond, fori_loop, map, scan, switch, while_loop
@@ -37,7 +37,8 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "jacobian", "hessian", "jit", "cond", "switch", "while_loop", "fori_loop", "scan", "map",
            "stop_gradient", "clear_caches", "custom_vjp", "custom_jvp", "checkpoint", "remat",
            "safe_where", "Symbol", "ShapeDtype", "AVal", "Graph", "verify", "device_put",
-           "device_get", "device", "tree_util", "nn", "random", "test_util", "autograd",
+           "device_get", "device", "tree_util", "flatten_util", "nn", "random", "test_util",
+           "autograd",
            "FunctraceError", "FunctraceWarning", "FunctraceTypeError", "FunctraceValueError",
            "ShapeError", "AxisError", "ConcretizationError", "MissingRuleError", "BackendError",
            "TracerLeakError", "TracerConversionError", "GuardError", "GraphFormatError"]

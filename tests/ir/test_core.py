@@ -201,7 +201,7 @@ RANK = {"errors": 0, "caches": 0, "core": 0, "printing": 0, "graph_json": 0, "tr
         "backends": 4, "control": 5,
         "symbol": 5, "arguments": 5, "tape": 5, "running": 5, "signature": 5, "api": 5,
         "forward": 5, "jit": 5, "device": 5, "numpy": 6, "nn": 7, "extend": 7, "test_util": 7,
-        "autograd": 8, "scipy": 7, "random": 7, "optim": 9}
+        "autograd": 8, "scipy": 7, "random": 7, "optim": 9, "flatten_util": 7}
 
 
 def _rank_of(module: str):
