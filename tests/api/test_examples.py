@@ -11,7 +11,10 @@ EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples").glob("*.py"))
 # training iterations or epochs (the loss or error must still fall as the script asserts)
 ARGS = {"ode_net.py": ["20"],                  # default 60
         "variational_autoencoder.py": ["30"],  # default 75
-        "convnet.py": ["3"]}                   # epochs (default 8)
+        "convnet.py": ["3"],                   # epochs (default 8)
+        "mnist_classifier_fromscratch.py": ["4"],  # epochs (default 10)
+        "mnist_adam.py": ["4"],                # epochs (default 6)
+        "neural_net.py": ["3"]}                # epochs (default 5)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
