@@ -15,7 +15,8 @@ ARGS = {"ode_net.py": ["20"],                  # default 60
         "mnist_classifier_fromscratch.py": ["4"],  # epochs (default 10)
         "mnist_adam.py": ["4"],                # epochs (default 6)
         "neural_net.py": ["3"],                # epochs (default 5)
-        "hmm_em.py": ["4"]}                    # lines of text (default 60)
+        "hmm_em.py": ["4"],                    # lines of text (default 60)
+        "black_box_svi.py": ["300"]}           # iterations (default 2000)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
