@@ -16,10 +16,19 @@ ARGS = {"ode_net.py": ["20"],                  # default 60
         "mnist_adam.py": ["4"],                # epochs (default 6)
         "neural_net.py": ["3"],                # epochs (default 5)
         "hmm_em.py": ["4"],                    # lines of text (default 60)
-        "black_box_svi.py": ["300"]}           # iterations (default 2000)
+        "black_box_svi.py": ["300"],           # iterations (default 2000)
+        "bayesian_neural_net.py": ["200"]}     # iterations (default 1000)
+# ported programs that wait for a functrace change (strict: a pass means remove the entry)
+XFAIL = {"bayesian_neural_net.py": "einsum of a size-1 batch axis against a larger one "
+                                   "(autograd's 'mnd,mdo->mno' with m = 1 and m = 20)"}
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def _marks(path):
+    reason = XFAIL.get(path.name)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=_marks(p)) for p in EXAMPLES])
 def test_example_runs(path):
     r = subprocess.run([sys.executable, str(path), *ARGS.get(path.name, [])],
                        capture_output=True, text=True, timeout=300)
