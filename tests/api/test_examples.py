@@ -18,7 +18,8 @@ ARGS = {"ode_net.py": ["20"],                  # default 60
         "hmm_em.py": ["4"],                    # lines of text (default 60)
         "black_box_svi.py": ["300"],           # iterations (default 2000)
         "bayesian_neural_net.py": ["200"],     # iterations (default 1000)
-        "gmm.py": ["10"]}                      # Newton-CG iterations (default: to convergence)
+        "gmm.py": ["10"],                      # Newton-CG iterations (default: to convergence)
+        "per_example_gradients.py": ["100"]}   # DP-SGD steps (default 150)
 # ported programs that wait for a functrace change (strict: a pass means remove the entry)
 XFAIL = {"bayesian_neural_net.py": "einsum of a size-1 batch axis against a larger one "
                                    "(autograd's 'mnd,mdo->mno' with m = 1 and m = 20)",
