@@ -17,7 +17,7 @@ program is autograd's, unchanged but for its imports and its plotting:
 ``(1, N, D)`` with weights ``(M, D, O)``, broadcasting the size-1 batch axis ``m``, which
 numpy and autograd allow and functrace's traced ``einsum`` does not yet (a ``ShapeError`` in
 ``dot_general``: being fixed in functrace's einsum). tests/api/test_examples.py expects it to
-fail until then (strict xfail). With that one line written ``np.matmul(inputs, W)`` it runs
+fail until then (``XFAIL``: it must fail with that error). With that one line written ``np.matmul(inputs, W)`` it runs
 and takes autograd's steps: the lower bound rises from about -1.2e4 to 310 in 200 steps.
 
 The script checks that the lower bound rises by a factor of 100 towards 0 and above 0, and,

@@ -21,7 +21,7 @@ its docstring). The program is autograd's, unchanged but for its imports and its
 the function scipy differentiates returns an array of shape (1,), and ``ft.grad``, like
 ``jax.grad``, asks for a scalar (autograd takes any one-element array): a
 ``FunctraceTypeError`` naming the fix. Accepting size-1 outputs in ``ft.grad`` is being done
-in functrace; tests/api/test_examples.py expects this file to fail until then (strict xfail).
+in functrace; tests/api/test_examples.py expects this file to fail with that error until then.
 With ``flatten_func`` returning the objective's scalar it runs and converges (log-likelihood
 -710 -> 0.656 in 123 Newton-CG iterations, -521 after 10; autograd's own run ends at 2.216 after 122, the
 two paths part after the first few iterations by rounding, as Newton-CG's inner solves are
