@@ -69,3 +69,11 @@ def test_functrace_numpy_error_settings_are_numpys():
     assert fnp.seterr is np.seterr and fnp.geterr is np.geterr
     with fnp.errstate(divide="raise"), pytest.raises(FloatingPointError):
         fnp.log(np.zeros(1))
+
+
+def test_doctests():
+    import doctest
+
+    from functrace import flatten_util
+    res = doctest.testmod(flatten_util, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted and not res.failed
