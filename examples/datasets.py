@@ -6,8 +6,8 @@ would do, but scikit-learn is not a dependency), so ``mnist_raw`` draws digits i
 label 0-9 is its seven-segment glyph, drawn as blurred strokes on a 28x28 canvas with a
 random slant, scale, offset, stroke width and pixel noise. The classes are not linearly
 separable by a template (the jitter moves the strokes by several pixels) but a small MLP
-learns them: chance is 10 %, a 784-200-100-10 tanh net reaches about 90 % in a few hundred
-steps.
+learns them: chance is 10 %; with Adam a 784-200-100-10 tanh net reaches 83 % test accuracy
+in 40 steps (neural_net.py), a 784-1024-1024-10 one 95 % in 80 (mnist_adam.py).
 
 ``mnist_raw()`` mirrors ``data_mnist.mnist()`` (uint8 images ``(N, 28, 28)``, uint8 labels);
 ``mnist()`` mirrors JAX's ``datasets.mnist()`` (float32 images ``(N, 784)`` in [0, 1],
