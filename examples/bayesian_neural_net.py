@@ -16,9 +16,10 @@ program is autograd's, unchanged but for its imports and its plotting:
 **It does not run yet**: ``np.einsum("mnd,mdo->mno", inputs, W)`` contracts inputs of shape
 ``(1, N, D)`` with weights ``(M, D, O)``, broadcasting the size-1 batch axis ``m``, which
 numpy and autograd allow and functrace's traced ``einsum`` does not yet (a ``ShapeError`` in
-``dot_general``: being fixed in functrace's einsum). tests/api/test_examples.py expects it to
-fail until then (``XFAIL``: it must fail with that error). With that one line written ``np.matmul(inputs, W)`` it runs
-and takes autograd's steps: the lower bound rises from about -1.2e4 to 310 in 200 steps.
+``dot_general``: being fixed in functrace's einsum). tests/api/test_examples.py expects it
+to fail with that error until then (``XFAIL``). With that one line written
+``np.matmul(inputs, W)`` it runs and takes autograd's steps: the lower bound rises from
+about -1.2e4 to 310 in 200 steps.
 
 The script checks that the lower bound rises by a factor of 100 towards 0 and above 0, and,
 with autograd installed, that this file with autograd's imports put back (``IMPORTS``) takes
