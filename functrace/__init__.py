@@ -15,7 +15,8 @@ need them.
 
 from . import ops as _ops  # noqa: F401  (declares every primitive)
 from . import numpy as _fnp  # noqa: F401  (installs the array protocol on tracers)
-from . import debug, device, extend, nn, random, test_util, tree_util  # noqa: F401  (ft.extend)
+from . import (debug, device, extend, flatten_util, nn, random,  # noqa: F401
+               test_util, tree_util)
 from .api import (checkpoint, clear_caches, custom_jvp, custom_vjp, eval_shape, grad, remat,
                   safe_where, stop_gradient, trace, value_and_grad, vjp)
 from .control import cond, fori_loop, map, scan, switch, while_loop
@@ -42,7 +43,7 @@ __all__ = ["trace", "grad", "value_and_grad", "vjp", "jvp", "linearize", "vmap",
            "safe_where", "Symbol",
            "ShapeDtype", "config", "disable_jit", "eval_shape", "block_until_ready",
            "AVal", "Graph", "verify", "device_put", "device_get", "device", "debug",
-           "tree_util", "nn", "random", "test_util", "autograd", "FunctraceError",
+           "tree_util", "flatten_util", "nn", "random", "test_util", "autograd", "FunctraceError",
            "FunctraceWarning", "FunctraceTypeError", "FunctraceValueError", "ShapeError",
            "AxisError",
            "ConcretizationError", "MissingRuleError", "BackendError", "TracerLeakError",

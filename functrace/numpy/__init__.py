@@ -36,7 +36,7 @@ from ._statistics import *  # noqa: F403
 from ._calculus import *  # noqa: F403
 from ._searching import *  # noqa: F403
 from ._construction import *  # noqa: F403
-from . import fft, linalg
+from . import fft, linalg, random  # noqa: F401  (numpy's numpy.random, for autograd ports)
 
 # dtypes and constants, exactly numpy's objects
 (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_,
@@ -50,6 +50,8 @@ from . import fft, linalg
     _np.floating, _np.integer, _np.number, _np.inexact, _np.complexfloating,
     _np.signedinteger, _np.unsignedinteger)
 bool = _np.bool_
+# numpy's floating-point error settings, which the eager (numpy) computations follow
+seterr, geterr, errstate = _np.seterr, _np.geterr, _np.errstate
 
 
 def at(x):

@@ -11,13 +11,31 @@ EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples").glob("*.py"))
 # training iterations or epochs (the loss or error must still fall as the script asserts)
 ARGS = {"ode_net.py": ["20"],                  # default 60
         "variational_autoencoder.py": ["30"],  # default 75
-        "convnet.py": ["3"]}                   # epochs (default 8)
+        "convnet.py": ["3"],                   # epochs (default 8)
+        "mnist_classifier_fromscratch.py": ["4"],  # epochs (default 10)
+        "mnist_adam.py": ["4"],                # epochs (default 6)
+        "neural_net.py": ["3"],                # epochs (default 5)
+        "hmm_em.py": ["4"],                    # lines of text (default 60)
+        "black_box_svi.py": ["300"],           # iterations (default 2000)
+        "bayesian_neural_net.py": ["200"],     # iterations (default 1000)
+        "gmm.py": ["10"],                      # Newton-CG iterations (default: to convergence)
+        "per_example_gradients.py": ["100"]}   # DP-SGD steps (default 150)
+# ported programs that wait for a functrace change: the error each must fail with today (a
+# pass, or any other failure, fails the test: then remove the entry or look)
+#: examples expected to fail, with the error they must fail with and why (none now; an entry
+#: that starts passing fails the test, so that it is removed)
+XFAIL: dict[str, tuple[str, str]] = {}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(path):
     r = subprocess.run([sys.executable, str(path), *ARGS.get(path.name, [])],
                        capture_output=True, text=True, timeout=300)
+    if path.name in XFAIL:
+        error, reason = XFAIL[path.name]
+        assert r.returncode != 0, f"{path.name} runs now: remove it from XFAIL"
+        assert error in r.stderr, r.stdout[-2000:] + r.stderr[-4000:]
+        pytest.xfail(reason)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
 
 
