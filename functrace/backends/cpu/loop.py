@@ -363,11 +363,12 @@ class _Trip:
 
 
 def _stack_per_trip_carries(carry_out: list, name_of: dict, stacked_carry: dict) -> None:
-    """Add to ``stacked_carry`` each carry that is a per-trip read: like a carry that is a
-    stacked result, the next trip reads it from the previous row of ``X<k>``."""
+    """Add to ``stacked_carry`` each carry that is a per-trip read of row ``j``: like a carry
+    that is a stacked result, the next trip reads it from the previous row of ``X<k>``. (A
+    read of row ``T - 1 - j`` is copied into the carry's buffers like any other value.)"""
     for k, v in enumerate(carry_out):
         src = name_of.get(v, "")
-        if src.startswith("X") and k not in stacked_carry:
+        if src.startswith("X") and src.endswith("[j]") and k not in stacked_carry:
             stacked_carry[k] = src[:-len("[j]")]
 
 
