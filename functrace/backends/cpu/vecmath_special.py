@@ -294,21 +294,8 @@ def _zpow(b, s, s_int):
 
 
 @_njit_call
-def _zeta64(s, q):
-    """Hurwitz zeta sum_k (k + q)**-s (scipy.special.zeta(s, q)): s > 1."""
-    if s != s or q != q:
-        return _NAN
-    if s == 1.0:
-        return _INF
-    if s < 1.0:
-        return _NAN
-    if q <= 0.0 and q == math.floor(q):
-        return _INF
-    if q == _INF:
-        return 0.0
-    s_int = s == math.floor(s)
-    if q < 0.0 and not s_int:
-        return _NAN
+def _zeta_sum(s, q, s_int):
+    """sum_k (k + q)**-s by direct terms up to max(10, s), then Euler-Maclaurin."""
     total = 0.0
     w = q
     lim = max(10.0, s)
@@ -326,6 +313,38 @@ def _zeta64(s, q):
             break
         fac *= (s + 2 * j + 1) * (s + 2 * j + 2) / (w * w)
     return total
+
+
+#: below this q (integer s) the terms at negative k + q are summed in closed form, not one
+#: by one: the direct sum costs |q| steps (5 s at q = -1e8, forever near -2**51)
+_ZETA_NEG_DIRECT = -1e3
+
+
+@_njit_call
+def _zeta64(s, q):
+    """Hurwitz zeta sum_k (k + q)**-s (scipy.special.zeta(s, q)): s > 1. For integer s and
+    q < -1000 (not an integer), with f = q - floor(q): the terms at q, q+1, ..., q+n < 0 are
+    (-1)**s (zeta(s, 1-f) - zeta(s, |q|+1)) and the rest zeta(s, f)."""
+    if s != s or q != q:
+        return _NAN
+    if s == 1.0:
+        return _INF
+    if s < 1.0:
+        return _NAN
+    if q <= 0.0 and q == math.floor(q):
+        return _INF
+    if q == _INF:
+        return 0.0
+    s_int = s == math.floor(s)
+    if q < 0.0 and not s_int:
+        return _NAN
+    if q < _ZETA_NEG_DIRECT:
+        f = q - math.floor(q)
+        neg = _zeta_sum(s, 1.0 - f, True) - _zeta_sum(s, 1.0 - q, True)
+        if s - 2.0 * math.floor(0.5 * s) != 0.0:
+            neg = -neg
+        return neg + _zeta_sum(s, f, True)
+    return _zeta_sum(s, q, s_int)
 
 
 @_njit_call
