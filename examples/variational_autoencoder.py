@@ -181,18 +181,8 @@ IMPORTS = {
 
 def autograd_version():
     """This module's functions with autograd's imports put back, or None without autograd."""
-    try:
-        import autograd  # noqa: F401
-    except ImportError:
-        return None
-    with open(__file__) as f:
-        src = f.read()
-    for ours, theirs in IMPORTS.items():
-        assert ours in src, ours
-        src = src.replace(ours, theirs)
-    namespace = {"__name__": "autograd_version", "__file__": __file__}
-    exec(compile(src, __file__, "exec"), namespace)
-    return namespace
+    from autograd_port import with_imports
+    return with_imports(__file__, IMPORTS)
 
 
 if __name__ == "__main__":
