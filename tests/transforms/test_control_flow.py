@@ -334,3 +334,42 @@ def test_a_value_used_only_in_comparisons_gets_no_cotangent(kind):
                        lambda x, p: -x, x, p)
     for g in (ft.grad(f, argnums=1), ft.jit(ft.grad(f, argnums=1))):
         np.testing.assert_array_equal(g(0.5, w), [0.0, 0.0])
+
+
+def test_compiled_loop_reuses_scratch_but_never_an_answer():
+    """The compiled loop's fast paths against the interpreter: rows read in reverse order are
+    indexed in place (scan reverse=True, and the gradient's reverse loop), scratch buffers are
+    reused from call to call through a free list, and concurrent calls (threads: the loop
+    releases the GIL) each get their own. A first answer survives later calls."""
+    import threading
+
+    def loss(w, xs):
+        h, ys = ft.scan(lambda h, x: (fnp.tanh(w @ h + x), h * x), fnp.zeros(3), xs,
+                        reverse=True)
+        return fnp.sum(h * h) + fnp.sum(ys)
+
+    f = ft.jit(ft.value_and_grad(loss, argnums=(0, 1)), eager=True)
+    rng = np.random.default_rng(11)
+    cases = [(rng.normal(size=(3, 3)) * 0.5, rng.normal(size=(7, 3))) for _ in range(6)]
+    src = f.lower(*cases[0]).source
+    assert src.count("def loop") == 2 and "T - 1 - j" in src     # both loops compiled
+    want = [ft.value_and_grad(loss, argnums=(0, 1))(w, xs) for w, xs in cases]
+    first = f(*cases[0])
+    kept = [np.array(a) for a in ft.tree_util.tree_leaves(first)]
+    got = [f(w, xs) for w, xs in cases]
+    for a, b in zip(ft.tree_util.tree_leaves(first), kept):
+        np.testing.assert_array_equal(a, b)          # not overwritten by later calls
+    out = [None] * len(cases)
+
+    def run(i):
+        for _ in range(20):
+            out[i] = f(*cases[i])
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, o, w in zip(got, out, want):
+        for a, b, c in zip(*(ft.tree_util.tree_leaves(t) for t in (g, o, w))):
+            np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(a, b)
