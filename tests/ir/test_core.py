@@ -203,7 +203,8 @@ RANK = {"errors": 0, "caches": 0, "config": 0, "debug_nans": 0, "core": 0, "prin
         "symbol": 5, "arguments": 5, "tape": 5, "running": 5, "signature": 5, "api": 5,
         "forward": 5, "jit": 5, "device": 5, "custom_rules": 5, "debug": 5, "numpy": 6, "nn": 7,
         "extend": 7, "test_util": 7,
-        "autograd": 8, "scipy": 7, "random": 7, "optim": 9, "flatten_util": 7}
+        "autograd": 8, "scipy": 7, "random": 7, "optim": 9, "distributed": 9,
+        "flatten_util": 7}
 
 
 def _rank_of(module: str):
