@@ -371,7 +371,7 @@ def _count_aux(out_tree, has_aux: bool) -> int:
 
 
 def _version() -> str:
-    import functrace      # the package root, complete once any of its modules runs
+    import functrace  # the package root, complete once any of its modules runs
     return functrace.__version__
 
 

@@ -231,6 +231,32 @@ def test_unnamed_custom_vjp_raises_with_the_fix(client):
     assert "register_custom_rule" in str(e.value) and "name=" in str(e.value)
 
 
+def test_python_control_flow_on_values_names_the_fix(client):
+    def f(w, x):
+        if fnp.sum(x) > 0:                                  # a value-dependent decision
+            return fnp.mean(x @ w)
+        return fnp.mean((x @ w) ** 2)
+
+    step = distributed.value_and_grad(f, client, batch_argnums=1, shards=2, backend="numpy")
+    with pytest.raises(ft.ConcretizationError, match="cond"):
+        step(np.ones(2), np.ones((4, 2)))
+
+
+def test_namedtuple_params(client):
+    import collections
+    Params = collections.namedtuple("Params", ["w", "b"])
+
+    def f(p, x):
+        return fnp.mean(fnp.tanh(x @ p.w + p.b) ** 2)
+
+    p = Params(np.array([0.3, -0.2]), np.array(0.1))
+    x = np.random.default_rng(4).normal(size=(5, 2))
+    got = distributed.value_and_grad(f, client, batch_argnums=1, shards=2,
+                                     backend="numpy")(p, x)
+    assert isinstance(got[1], Params)
+    assert_tree_close(got, ft.value_and_grad(f)(p, x))
+
+
 def test_argument_errors(client):
     params, x, y = make()
     with pytest.raises(ft.FunctraceValueError, match="both argnums and batch_argnums"):
