@@ -36,7 +36,7 @@ import numpy as np
 from . import caches, tree_util
 from .api import trace
 from .api import value_and_grad as _ft_value_and_grad
-from .arguments import argnums_tuple, check_argnums, check_callable
+from .arguments import argnums_tuple, check_argnums, check_callable, check_leaf_arg
 from .core import AVal, Graph, Lit
 from .errors import FunctraceTypeError, FunctraceValueError, GraphFormatError, where
 from .jit import jit
@@ -297,7 +297,7 @@ def value_and_grad(fun: Callable, client, *, argnums: int | Sequence[int] = 0,
                 f"over shards. Fix: differentiate it with ft.value_and_grad in one process, "
                 f"or remove it from argnums ({where()})")
         leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
-        leaves = [np.asarray(x) for x in leaves]
+        leaves = [np.asarray(check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
         starts = np.cumsum([0] + [len(tree_util.tree_leaves(a)) for a in args])
         batch = [i for b in bnums for i in range(starts[b], starts[b + 1])]
         n = _batch_length(leaves, batch, bnums, args)
@@ -427,11 +427,14 @@ def map(f: Callable, client, xs: Sequence, *more: Sequence, chunksize: int | Non
     texts: list[str] = []
     index: dict[str, int] = {}
     work, out_trees = [], []
+    shipped: dict = {}                 # one trace per distinct signature in this call
     for item in items:
         leaves, in_tree = tree_util.tree_flatten((tuple(item), {}))
-        leaves = [np.asarray(x) for x in leaves]
-        text, out_tree = shipper.ship(in_tree, tuple(_abstract(x) for x in leaves),
-                                      lambda fwd: fwd)
+        leaves = [np.asarray(check_leaf_arg(x, i)) for i, x in enumerate(leaves)]
+        sig = (in_tree, tuple(_abstract(x) for x in leaves))
+        if sig not in shipped:
+            shipped[sig] = shipper.ship(*sig, lambda fwd: fwd)
+        text, out_tree = shipped[sig]
         j = index.setdefault(text, len(texts))
         if j == len(texts):
             texts.append(text)
