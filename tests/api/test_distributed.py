@@ -257,6 +257,29 @@ def test_namedtuple_params(client):
     assert_tree_close(got, ft.value_and_grad(f)(p, x))
 
 
+def test_extension_op_needs_its_module_on_the_workers(client):
+    import importlib
+
+    import extend_ops  # tests/support: ops defined with functrace.extend, as a user would
+
+    def f(w, x):
+        return fnp.mean(extend_ops.softplus(x @ w))
+
+    w, x = np.array([0.5, -1.0]), np.random.default_rng(6).normal(size=(6, 2))
+    step = distributed.value_and_grad(f, client, batch_argnums=1, shards=2, backend="numpy")
+    with pytest.raises(ft.GraphFormatError, match="ext_softplus") as e:
+        step(w, x)                        # the workers have not imported extend_ops
+    assert "client.run(importlib.import_module" in str(e.value)
+    client.run(importlib.import_module, "extend_ops")      # the documented fix
+    assert_tree_close(step(w, x), ft.value_and_grad(f)(w, x))
+
+
+def test_version_mismatch_is_refused():
+    text = ft.Symbol(ft.trace(fnp.sin)(np.ones(2)).graph).to_json()
+    with pytest.raises(ft.FunctraceValueError, match=r"same version on every worker|9\.9"):
+        distributed._compiled(text, "9.9", "numpy")
+
+
 def test_argument_errors(client):
     params, x, y = make()
     with pytest.raises(ft.FunctraceValueError, match="both argnums and batch_argnums"):
