@@ -32,6 +32,10 @@ from functrace import distributed  # noqa: E402
 
 RTOL = 1e-12
 
+# one pytest-xdist worker runs the whole file (with `--dist loadgroup`, as .ci/run asks), so
+# that CI starts one Dask cluster, not one per xdist worker
+pytestmark = pytest.mark.xdist_group("dask_cluster")
+
 
 @pytest.fixture(scope="module")
 def client():
