@@ -179,17 +179,18 @@ def _positions(nums, nargs: int, what: str, fname: str) -> tuple[int, ...]:
     return tuple(sorted({int(i) % nargs for i in seq}))
 
 
-def _reduce_tree(client, futures: list, combine, key: str) -> Any:
-    """Pairwise sums on the cluster, log2(len) rounds; returns the root future."""
-    level, depth = list(futures), 0
+def _reduce_tree(client, futures: list, combine, key: str) -> tuple[Any, list]:
+    """Pairwise sums on the cluster, ceil(log2(len)) rounds: (the root, every future)."""
+    level, depth, every = list(futures), 0, list(futures)
     while len(level) > 1:
         nxt = [client.submit(combine, level[i], level[i + 1], pure=False,
                              key=f"{key}-sum{depth}-{i // 2}")
                for i in range(0, len(level) - 1, 2)]
+        every += nxt
         if len(level) % 2:
             nxt.append(level[-1])
         level, depth = nxt, depth + 1
-    return level[0]
+    return level[0], every
 
 
 def _gather(client, root, futures: list):
@@ -324,8 +325,8 @@ def value_and_grad(fun: Callable, client, *, argnums: int | Sequence[int] = 0,
             futures.append(client.submit(_vg_shard_task, texts[hi - lo], _version(), backend,
                                          shard, weight, n_value, has_aux, pure=False,
                                          key=f"{key}-shard{j}"))
-        root = _reduce_tree(client, futures, _vg_combine, key)
-        value, auxes, grads = _gather(client, root, futures)
+        root, every = _reduce_tree(client, futures, _vg_combine, key)
+        value, auxes, grads = _gather(client, root, every)
         if not has_aux:
             return tree_util.tree_unflatten(out_tree, [value, *grads])
         (_, aux_idx), g_idx = tree_util.tree_unflatten(out_tree,
