@@ -432,8 +432,8 @@ def test_docstring_examples():
 
     from functrace.ops import random as ops_random
     from functrace.ops import random_rejection, scalar_recipe, xla_math
-    from functrace.random import _keys, _samplers
-    for module in (_keys, _samplers, ops_random, random_rejection, scalar_recipe, xla_math):
+    from functrace.random import _eager, _keys, _samplers
+    for module in (_keys, _samplers, _eager, ops_random, random_rejection, scalar_recipe, xla_math):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0, module.__name__
 
