@@ -287,3 +287,17 @@ def test_executor_cached_after():
     first = executor.Executable(graph)                    # default: compiled at call 1
     first(k)
     assert first.compiled
+
+
+def test_results_of_earlier_calls_are_not_overwritten(route):
+    """A compiled signature reuses buffer pools between calls: its outputs must not be
+    among them (nor views of the key)."""
+    k1, k2 = random.split(random.key(21))
+    for f in (lambda k: random.normal(k, (6, 5), np.float32), lambda k: random.split(k, 4),
+              lambda k: random.randint(k, (9,), 0, 100), lambda k: random.bits(k, (), np.uint8),
+              lambda k: random.truncated_normal(k, -1.0, 1.0, (8,))):
+        a = f(k1)
+        saved = np.array(a, copy=True)
+        b = f(k2)
+        assert not np.shares_memory(a, b) and not np.shares_memory(a, k1)
+        _same(np.asarray(a), saved)
