@@ -204,10 +204,18 @@ class _Entry:
 
 
 class Jitted:
-    """A jit-compiled function (see ``ft.jit``)."""
+    """A jit-compiled function (see ``ft.jit``).
+
+    Made directly (not through ``ft.jit``), it also takes the CPU executor's tier options:
+    ``hot_after`` (interpreter calls of a graph before its kernels compile; default
+    ``FUNCTRACE_HOT``, 2) and ``cached_after`` (the call that compiles a graph whose kernels
+    are all in the disk cache; default 1). ``functrace.random`` uses them for its eager
+    draws, which are many small graphs called once or often.
+    """
 
     def __init__(self, fun, backend, static_argnums, donate_argnums, eager, threads,
-                 max_variants=8):
+                 max_variants=8, *, hot_after: int | None = None,
+                 cached_after: int | None = None):
         self._compile = lookup_target(backend, where())
         functools.update_wrapper(self, fun)
         self.fun = fun
@@ -229,6 +237,8 @@ class Jitted:
         self.max_variants = int(max_variants)
         self.eager = eager
         self.threads = threads
+        self._tiers = {k: v for k, v in (("hot_after", hot_after),
+                                         ("cached_after", cached_after)) if v is not None}
         # signature key -> _Entry (or the Variants of a function that branches on values),
         # checked against the function's fingerprint and the arrays
         # it baked in; least recently used signatures are forgotten first
@@ -360,7 +370,8 @@ class Jitted:
         return _Entry(graph, box[0], tr.consts, run, donate, guards)
 
     def _backend_runner(self, graph: Graph, donate=()):
-        return self._compile(graph, donate=donate, eager=self.eager, threads=self.threads)
+        return self._compile(graph, donate=donate, eager=self.eager, threads=self.threads,
+                             **self._tiers)
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):

@@ -14,9 +14,10 @@ def _reference(graph, *, donate=(), eager=False, threads=False):
     return lambda *xs: reference.run(graph, xs)
 
 
-def _cpu(graph, *, donate=(), eager=False, threads=False):
+def _cpu(graph, *, donate=(), eager=False, threads=False, hot_after=None, cached_after=None):
     from .cpu import executor
-    return executor.compile(graph, donate=donate, eager=eager, parallel=threads)
+    return executor.compile(graph, donate=donate, eager=eager, parallel=threads,
+                            hot_after=hot_after, cached_after=cached_after)
 
 
 def _cuda(graph, *, donate=(), eager=False, threads=False):

@@ -16,8 +16,10 @@ op; ``uniform`` and ``normal`` (``ops.xla_math``: ``fma`` and ``erf_inv_xla``) e
 ``fold_in`` and ``bits`` (tests/api/test_random.py; docs/random.md says what differs).
 
 Defaults follow numpy's (and JAX's with ``jax_enable_x64=True``): float64, int64, uint64.
-Layout: ``_keys`` (keys, bits, uniform, normal: the bit-exact core) and ``_samplers`` (the
-other distributions). A library above ``functrace.numpy`` (like ``functrace.scipy``).
+Layout: ``_keys`` (keys, bits, uniform, normal: the bit-exact core), ``_samplers`` (the
+other distributions) and ``_eager`` (outside transforms, the bit-exact part of each call runs
+as a cached ``ft.jit`` function: eager draws cost a kernel, docs/random.md "Eager calls").
+A library above ``functrace.numpy`` (like ``functrace.scipy``).
 """
 
 from ._keys import (

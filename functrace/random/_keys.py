@@ -3,7 +3,12 @@
 shares (``key_arg``, ``shape_arg``, ...; public here for ``_samplers``, not exported by the
 package).
 
-Imports numpy, ops, tracing, errors and ``functrace.numpy``.
+Outside transforms, the bit-exact units (``split``, ``fold_in``, ``random_bits``/``bits``,
+``uniform_draw``, the real ``normal`` draw) run as cached compiled functions (``_eager.call``:
+the key and array parameters are their inputs, shapes and dtypes are baked in); inside
+transforms, and under ``ft.disable_jit()``, they trace or run op by op as written here.
+
+Imports numpy, ops, tracing, errors, ``functrace.numpy`` and ``_eager``.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from ..errors import FunctraceTypeError, FunctraceValueError
 from ..ops.random import threefry2x32, unit_float
 from ..ops.xla_math import erf_inv_xla, fma
 from ..tracing import Tracer, current_trace
+from . import _eager
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits",
            "uniform", "normal", "key_arg", "shape_arg", "float_dtype", "as_dtype",
            "elementwise_operand", "broadcast_full", "check_param_shape", "random_bits",
-           "uniform_draw"]
+           "uniform_draw", "normal_real"]
 
 _U32 = np.dtype(np.uint32)
 _MASK32 = 0xFFFFFFFF
@@ -209,6 +215,10 @@ def split(key, num: int | Sequence[int] = 2):
     """
     key = key_arg("split", key)
     shape = shape_arg("split", num)
+    return _eager.call(_split, (shape,), (key,), math.prod(shape))
+
+
+def _split(shape, key):
     hi, lo = _counters(shape)
     return fnp.stack([_hash(key, hi, lo, "high"), _hash(key, hi, lo, "low")], axis=-1)
 
@@ -232,13 +242,21 @@ def fold_in(key, data):
                                      f"{data.dtype}")
         d = data.astype(_U32)
     else:
-        d = np.uint32(int(data) & _MASK32)
+        d = np.asarray(np.uint32(int(data) & _MASK32))
+    return _eager.call(_fold_in, (), (key, d), 1)
+
+
+def _fold_in(key, d):
     zero = np.uint32(0)
     return fnp.stack([_hash(key, zero, d, "high"), _hash(key, zero, d, "low")])
 
 
 def random_bits(key, width: int, shape):
     """``width`` (32 or 64) random bits per element of ``shape``."""
+    return _eager.call(_random_bits, (width, shape), (key,), math.prod(shape), scalar=False)
+
+
+def _random_bits(width, shape, key):
     hi, lo = _counters(shape)
     return _hash(key, hi, lo, "xor" if width == 32 else "concat")
 
@@ -267,16 +285,25 @@ def bits(key, shape=(), dtype=None):
     if dt.kind != "u":
         raise FunctraceValueError(f"random.bits: dtype must be an unsigned integer dtype, got "
                                   f"{dt}")
+    return _eager.call(_bits, (shape, dt), (key,), math.prod(shape), scalar=False)
+
+
+def _bits(shape, dt, key):
     if dt.itemsize == 8:
-        return random_bits(key, 64, shape)
-    b = random_bits(key, 32, shape)
+        return _random_bits(64, shape, key)
+    b = _random_bits(32, shape, key)
     return b if dt.itemsize == 4 else b.astype(dt)
 
 
 def uniform_draw(key, shape, dt, minval, maxval):
+    """Uniform floats of dtype ``dt`` in [minval, maxval) (the bounds are checked here)."""
     minval, maxval = as_dtype(minval, dt), as_dtype(maxval, dt)
     check_param_shape("uniform", shape, minval, maxval)
-    f = unit_float(random_bits(key, 8 * dt.itemsize, shape))
+    return _eager.call(_uniform, (shape, dt), (key, minval, maxval), math.prod(shape))
+
+
+def _uniform(shape, dt, key, minval, maxval):
+    f = unit_float(_random_bits(8 * dt.itemsize, shape, key))
     lo = elementwise_operand(minval, shape)
     span = elementwise_operand(maxval - minval, shape)
     # XLA contracts `f * (maxval - minval) + minval` into one FMA: so do we
@@ -305,9 +332,14 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
                     minval, maxval)
 
 
-def _normal_real(key, shape, dt):
+def normal_real(key, shape, dt):
+    """Standard normal floats of the real dtype ``dt`` (a checked key and shape)."""
+    return _eager.call(_normal_real, (shape, dt), (key,), math.prod(shape))
+
+
+def _normal_real(shape, dt, key):
     lo = np.nextafter(dt.type(-1), dt.type(0))
-    u = uniform_draw(key, shape, dt, lo, dt.type(1))
+    u = _uniform(shape, dt, key, as_dtype(lo, dt), as_dtype(dt.type(1), dt))
     return erf_inv_xla(u) * dt.type(math.sqrt(2))
 
 
@@ -335,7 +367,7 @@ def normal(key, shape=(), dtype=float):
     if dt.kind == "c":
         real = np.dtype(f"float{dt.itemsize * 4}")
         k_re, k_im = split(key)
-        re = _normal_real(k_re, shape, real).astype(dt)
-        im = _normal_real(k_im, shape, real).astype(dt)
+        re = normal_real(k_re, shape, real).astype(dt)
+        im = normal_real(k_im, shape, real).astype(dt)
         return (re + dt.type(1j) * im) / dt.type(math.sqrt(2))
-    return _normal_real(key, shape, dt)
+    return normal_real(key, shape, dt)

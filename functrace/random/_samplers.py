@@ -3,8 +3,15 @@
 randint, permutation, choice, multivariate normal) and the rejection samplers' wrappers
 (gamma, loggamma, beta, Dirichlet, Student's t, Poisson: ``ops.random_rejection``).
 
+Outside transforms, each sampler's bit-exact part runs compiled (``_eager.call``): the whole
+of ``bernoulli``, ``randint`` and ``truncated_normal`` after its bounds' ``erf``; the draws
+under the others (their ``log``/``tan``/``exp`` tails stay numpy's, see ``_eager``). The
+gamma-family and Poisson rejection samplers are single ops whose numpy implementation is
+what every backend runs: they are called as they are.
+
 Imports numpy, ops, tracing, errors, ``functrace.numpy``, ``functrace.nn``, ``api`` (for
-``stop_gradient``) and, for traced truncated-normal bounds, ``functrace.scipy.special``.
+``stop_gradient``), ``_eager`` and, for traced truncated-normal bounds,
+``functrace.scipy.special``.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from ..api import stop_gradient
 from ..errors import FunctraceTypeError, FunctraceValueError
 from ..ops.xla_math import erf_inv_xla
 from ..tracing import Tracer
+from . import _eager
 from ._keys import (
     as_dtype,
     broadcast_full,
@@ -82,13 +90,18 @@ def truncated_normal(key, lower, upper, shape=None, dtype=float):
     lower, upper = as_dtype(lower, dt), as_dtype(upper, dt)
     check_param_shape("truncated_normal", shape, lower, upper)
     sqrt2 = dt.type(math.sqrt(2))
-    u = uniform_draw(key, shape, dt, _erf(lower / sqrt2), _erf(upper / sqrt2))
-    out = sqrt2 * erf_inv_xla(u)
+    a, b = as_dtype(_erf(lower / sqrt2), dt), as_dtype(_erf(upper / sqrt2), dt)
+    check_param_shape("truncated_normal", shape, a, b)
     if _concrete(lower) and _concrete(upper):
         lo, hi = np.nextafter(lower, dt.type(np.inf)), np.nextafter(upper, dt.type(-np.inf))
     else:
         lo, hi = stop_gradient(lower), stop_gradient(upper)
-    return fnp.clip(out, lo, hi)
+    return _eager.call(_truncated_normal, (shape, dt), (key, a, b, lo, hi), math.prod(shape))
+
+
+def _truncated_normal(shape, dt, key, a, b, lo, hi):
+    u = uniform_draw(key, shape, dt, a, b)
+    return fnp.clip(dt.type(math.sqrt(2)) * erf_inv_xla(u), lo, hi)
 
 
 def bernoulli(key, p=0.5, shape=None):
@@ -110,6 +123,10 @@ def bernoulli(key, p=0.5, shape=None):
         p = p.astype(np.float64)
     shape = tuple(np.shape(p)) if shape is None else shape_arg("bernoulli", shape)
     check_param_shape("bernoulli", shape, p)
+    return _eager.call(_bernoulli, (shape,), (key, p), math.prod(shape))
+
+
+def _bernoulli(shape, key, p):
     return uniform_draw(key, shape, p.dtype, 0.0, 1.0) < p
 
 
@@ -264,16 +281,18 @@ def randint(key, shape, minval, maxval, dtype=int):
         info = np.iinfo(dt)
         minval = fnp.clip(minval.astype(np.int32), int(info.min), int(info.max))
         maxval = fnp.clip(maxval.astype(np.int32), int(info.min), int(info.max) + 1)
-        return _randint(key, shape, minval, maxval, np.dtype(np.int32)).astype(dt)
-    return _randint(key, shape, minval, maxval, dt)
-
-
-def _randint(key, shape, minval, maxval, dt):
+        work = np.dtype(np.int32)
+    else:
+        work = dt
     if minval.dtype.kind not in "iu":
         minval = minval.astype(np.int64)
     if maxval.dtype.kind not in "iu":
         maxval = maxval.astype(np.int64)
     check_param_shape("randint", shape, minval, maxval)
+    return _eager.call(_randint, (shape, work, dt), (key, minval, maxval), math.prod(shape))
+
+
+def _randint(shape, dt, out_dt, key, minval, maxval):
     top = _convert_clip(np.array(np.iinfo(dt).max, dt), maxval.dtype)
     maxval_out_of_range = maxval > top
     minval, maxval = _convert_clip(minval, dt), _convert_clip(maxval, dt)
@@ -289,7 +308,8 @@ def _randint(key, shape, minval, maxval, dt):
     multiplier = fnp.remainder(multiplier * multiplier, span)
     offset = fnp.remainder(higher, span) * multiplier + fnp.remainder(lower, span)
     offset = fnp.remainder(offset, span)
-    return minval + offset.astype(dt)
+    out = minval + offset.astype(dt)
+    return out if dt == out_dt else out.astype(out_dt)
 
 
 def _shuffle(key, x, axis: int):

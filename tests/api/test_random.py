@@ -4,7 +4,9 @@
   ``jax_enable_x64=True`` and JAX's default ``jax_threefry_partitionable=True``): ``PRNGKey``,
   ``key``, ``split``, ``fold_in``, ``bits``, ``uniform`` and ``normal`` equal jax's bit for bit
   (seeds incl. 64-bit and negative ones; shapes incl. () and odd sizes; float32, float64,
-  complex64), eagerly, traced, under ``ft.jit`` on the CPU and under the CUDA simulator; so do
+  complex64), eagerly (here a first call, which runs op by op for small draws;
+  test_random_eager.py runs every case through the eager path's interpreter and kernels),
+  traced, under ``ft.jit`` on the CPU and under the CUDA simulator; so do
   randint, permutation, choice, bernoulli, categorical, Poisson and float32
   truncated_normal, whose algorithms are bits and float32 arithmetic.
 * ``test_live_jax_*``: the same against an installed jax (skipped without one).
@@ -432,8 +434,8 @@ def test_docstring_examples():
 
     from functrace.ops import random as ops_random
     from functrace.ops import random_rejection, scalar_recipe, xla_math
-    from functrace.random import _keys, _samplers
-    for module in (_keys, _samplers, ops_random, random_rejection, scalar_recipe, xla_math):
+    from functrace.random import _eager, _keys, _samplers
+    for module in (_keys, _samplers, _eager, ops_random, random_rejection, scalar_recipe, xla_math):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0, module.__name__
 

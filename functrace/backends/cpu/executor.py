@@ -20,7 +20,8 @@ Pipeline for one graph (see docs/executor.md), split over three files:
 
 Tiers: an ``Executable`` runs the reference interpreter until it is *hot* (``hot_after``
 calls, default 2, env ``FUNCTRACE_HOT``), then compiles; it compiles at once when asked
-(``eager``) or when all its kernels are already in the disk cache. A kernel that numba cannot
+(``eager``) or when all its kernels are already in the disk cache (at call ``cached_after``,
+default the first). A kernel that numba cannot
 compile is logged and its group runs on numpy instead.
 
 Disk cache (``modfiles``): each kernel is a module ``ftk_<key>.py`` (key: a hash of its
@@ -85,9 +86,11 @@ class Executable(ExecutableBase):
     """
 
     def __init__(self, graph: Graph, *, parallel: bool = False, donate: tuple = (),
-                 eager: bool = False, hot_after: int | None = None):
+                 eager: bool = False, hot_after: int | None = None,
+                 cached_after: int | None = None):
         tune_once()
-        super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after)
+        super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after,
+                         cached_after=cached_after)
         self.parallel = parallel
         self._driver = None
         # the sub-graphs of its control-flow steps (a loop body that is not one compiled
@@ -180,7 +183,7 @@ class Executable(ExecutableBase):
         if driver is None:
             self.calls += 1
             if self.eager or self.calls >= self.hot_after or (
-                    self.calls == 1 and self.lower().all_cached()):
+                    self.calls == self.cached_after and self.lower().all_cached()):
                 self.compile()
                 driver = self._driver
             else:
@@ -229,13 +232,13 @@ _executables = caches.LRU("numba_cpu.executables", scale=4, weak_values=True)
 
 
 def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: bool = False,
-            hot_after: int | None = None) -> Executable:
+            hot_after: int | None = None, cached_after: int | None = None) -> Executable:
     """The cached Executable of ``graph`` (equal graphs share one while it is held)."""
-    key = (graph, parallel, tuple(donate), eager, hot_after)
+    key = (graph, parallel, tuple(donate), eager, hot_after, cached_after)
     ex = _executables.get(key)
     if ex is None:
         ex = Executable(graph, parallel=parallel, donate=donate, eager=eager,
-                        hot_after=hot_after)
+                        hot_after=hot_after, cached_after=cached_after)
         _executables[key] = ex
     return ex
 
