@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from op_cases import CASES, OpCase
 
 import functrace as ft
+import functrace.numpy as fnp
 from functrace import tree_util
 from functrace.test_util import numerical_jvp
 
@@ -118,10 +119,20 @@ def _needs_values(fn, args, axes):
     """Rows whose output shape depends on the values of a batched argument (masks, nonzero,
     an arange bound) cannot be vmapped: vmap traces one example with the batched arguments
     abstract (unbatched ones keep their values), so for them it must raise
-    ConcretizationError."""
+    ConcretizationError. Unbatched arguments reach the function as they are (numpy arrays),
+    as vmap passes them: a numpy array indexed by a batched integer (``x[i]``, x unbatched)
+    needs ``i``'s value too."""
+    batched = [i for i, ax in enumerate(axes) if ax is not None]
+
+    def with_unbatched(*bs):
+        full = list(args)
+        for i, b in zip(batched, bs):
+            full[i] = b
+        return fn(*full)
+
     try:
-        ft.trace(fn)(*[a if ax is None else ft.ShapeDtype(np.shape(a), np.asarray(a).dtype)
-                       for a, ax in zip(args, axes)])
+        ft.trace(with_unbatched)(*[ft.ShapeDtype(np.shape(args[i]), np.asarray(args[i]).dtype)
+                                   for i in batched])
     except ft.ConcretizationError:
         return True
     return False
@@ -186,3 +197,16 @@ def test_vmap_value_dependent_row_with_unbatched_bound():
     c = next(c for c in CASES if c.name == "arange:traced_bound")
     _check_vmap(c, c.dtypes[0], [0, None])
     _check_vmap(c, c.dtypes[0], [None, 0])
+
+
+def test_vmap_of_a_numpy_array_indexed_by_a_batched_integer_names_the_fix():
+    # vmap passes an unbatched argument through as the numpy array it is, and numpy's own
+    # indexing needs the batched index's value: a ConcretizationError that names fnp.take
+    c = next(c for c in CASES if c.name == "getitem:traced_0d_int")
+    _check_vmap(c, c.dtypes[0], [None, 0])
+    x = np.arange(16.0).reshape(4, 4)
+    with pytest.raises(ft.ConcretizationError, match=r"fnp\.take"):
+        ft.vmap(lambda x, i: x[i], in_axes=(None, 0))(x, np.array([0, 2]))
+    np.testing.assert_array_equal(
+        ft.vmap(lambda x, i: fnp.take(x, i, axis=0), in_axes=(None, 0))(x, np.array([0, 2])),
+        x[[0, 2]])
