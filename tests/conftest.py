@@ -37,6 +37,40 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(pytest_report_header(None)[0])
 
 
+def _durations() -> dict[str, float]:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support",
+                        "test_durations.txt")
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    t, nodeid = line.split(None, 1)
+                    out[nodeid.strip()] = float(t)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def _longest_first(items) -> None:
+    """Run the tests known to take longest first (``support/test_durations.txt``, written by
+    ``tools/test_durations.py``): pytest-xdist's workers then finish together instead of one
+    running a long test started last while the other idles. Tests of an ``xdist_group`` keep
+    their place (their module fixture, a Dask cluster, is set up once). Only the order
+    changes."""
+    known = _durations()
+    if not known:
+        return
+
+    def cost(item):
+        if item.get_closest_marker("xdist_group") is not None:
+            return 0.0
+        return known.get(item.nodeid, 0.0)
+
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-cost(item), order[id(item)]))
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``slow`` run only when asked for (``-m slow``, or any ``-m`` expression
     naming ``slow``); the default run skips them. ``FUNCTRACE_TEST_SHARD=i/n`` keeps every
@@ -47,6 +81,7 @@ def pytest_collection_modifyitems(config, items):
     if shard:
         i, n = map(int, shard.split("/"))
         items[:] = items[i::n]
+    _longest_first(items)
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow")
