@@ -979,9 +979,12 @@ class HypothesisDraw:
 BASES = [(4, 6), (3, 5), (2, 3, 4), (6,), (5, 2), (3, 1, 4)]
 
 
-#: programs in the default run (``FUNCTRACE_FUZZ_PROGRAMS`` overrides): ~0.55 s of CPU each
-#: with a cold kernel cache, so 300 keep the fuzzer to ~1.5 minutes of CI's two cores
-DEFAULT_PROGRAMS = 300
+#: programs in the default run (``FUNCTRACE_FUZZ_PROGRAMS`` overrides): 0.55-1.9 s of CPU each
+#: with a cold kernel cache (idle to loaded machine; 561 s for 300 in a loaded cold run), so
+#: 200 keep the fuzzer near 2-3 minutes of CI's two cores. The default seed is fixed, so each
+#: CI run repeats the same programs: the long run (``-m slow``, 20,000) and
+#: ``FUNCTRACE_FUZZ_SEED=random`` are where new programs come from.
+DEFAULT_PROGRAMS = 200
 
 
 def fuzz_programs() -> int:
