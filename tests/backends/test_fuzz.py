@@ -3,7 +3,7 @@ reference interpreter and as plain numpy; their gradients compiled and not; vmap
 loop. Programs, checks and tolerances: ``tests/support/fuzz_programs.py``,
 ``tests/support/fuzz_check.py``.
 
-* ``test_fuzz_batch[i]``: the default run, ``FUNCTRACE_FUZZ_PROGRAMS`` (300) programs in
+* ``test_fuzz_batch[i]``: the default run, ``FUNCTRACE_FUZZ_PROGRAMS`` (200) programs in
   batches of 25. A batch is one jitted function (values and gradients of all its programs),
   so its kernels compile together. Batch 0 compiles transcendental math with the vecmath
   polynomials the executor really uses; the others with numba's libm calls (~10x cheaper to
