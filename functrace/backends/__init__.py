@@ -9,17 +9,17 @@ from __future__ import annotations
 from .registry import register_target
 
 
-def _reference(graph, *, donate=(), eager=False, threads=False):
+def _reference(graph, *, donate=(), eager=False, threads="auto"):
     from . import reference
     return lambda *xs: reference.run(graph, xs)
 
 
-def _cpu(graph, *, donate=(), eager=False, threads=False):
+def _cpu(graph, *, donate=(), eager=False, threads="auto"):
     from .cpu import executor
     return executor.compile(graph, donate=donate, eager=eager, parallel=threads)
 
 
-def _cuda(graph, *, donate=(), eager=False, threads=False):
+def _cuda(graph, *, donate=(), eager=False, threads="auto"):
     from .cuda import executor  # the GPU is checked at the first call
     return executor.compile(graph, donate=donate, eager=eager)
 

@@ -1,6 +1,7 @@
 """The targets ``ft.jit(backend=...)`` can name: a registry from a name to a compile function.
 
-A target registers ``compile(graph, *, donate, eager, threads) -> run``, where ``run(*arrays)``
+A target registers ``compile(graph, *, donate, eager, threads) -> run`` (``threads``: what
+``ft.jit`` was given, ``"auto"``, an int or False; a target may ignore it), where ``run(*arrays)``
 returns the list of the graph's outputs and may have ``.lower()`` (a program with
 ``.source``) and ``.compile()`` (compile now). ``functrace.backends`` registers the built-in
 targets ("cpu", "cuda", "numpy") with functions that import their modules on first use, so

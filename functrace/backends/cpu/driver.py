@@ -32,18 +32,23 @@ from .dots import dot_dims, dot_expr, operand_expr, small_dots_as_loops
 from .kernels import is_cached_on_disk
 from .loop import LoopStep, body_ok
 from .target import CPU, kernel_module_source
+from .threads import SERIAL, Threads, kernel_threads, resolve
 
 __all__ = ["Program", "KernelStep"]
 
 log = logging.getLogger("functrace")
 
 class KernelStep:
-    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns")
+    """One group's kernel: its spec, binding and module source; ``threads`` > 1 when the
+    kernel is the ``parallel=True`` variant, run on that many threads."""
 
-    def __init__(self, group, spec, binding, key, source):
+    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns", "threads")
+
+    def __init__(self, group, spec, binding, key, source, threads=1):
         self.group, self.spec, self.binding = group, spec, binding
         self.key, self.source = key, source
         self.n_eqns = len(group.eqns)
+        self.threads = threads
 
 
 class Program:
@@ -57,8 +62,8 @@ class Program:
         source: every kernel's module source, then the driver, as one readable text.
     """
 
-    def __init__(self, graph: Graph, parallel: bool = False, donate: tuple = (),
-                 no_fuse: frozenset = frozenset(), roll: bool = True):
+    def __init__(self, graph: Graph, parallel: Threads | bool | int | str = SERIAL,
+                 donate: tuple = (), no_fuse: frozenset = frozenset(), roll: bool = True):
         # deterministic rewrites, so equation indices are stable across re-plans
         graph = fold_constants_any_size(inline_calls(graph))
         if roll:     # unrolled Python loops back into compiled loops (passes.roll)
@@ -66,12 +71,17 @@ class Program:
         graph = small_dots_as_loops(graph)
         self.roll = roll
         self.graph = graph
-        self.parallel = parallel
+        # threads: a kernel is compiled parallel only when the cost model gives it more than
+        # one thread (the shapes are static), so a graph of small kernels compiles as fast as
+        # with threads off, and a kernel is never compiled twice
+        self.threads = threads = resolve(parallel)
+        self.parallel = threads.parallel
         self.donate = tuple(donate)
 
         def kernel(group, spec, binding):
-            key, src = kernel_module_source(spec, parallel)
-            return KernelStep(group, spec, binding, key, src)
+            n = kernel_threads(spec, binding.extents, threads)
+            key, src = kernel_module_source(spec, n > 1)
+            return KernelStep(group, spec, binding, key, src, n)
         kp = plan_kernels(graph, CPU, kernel, no_fuse)
         self.unsupported: list[tuple[str, str]] = kp.unsupported   # (ops, reason) left out
         self.no_fuse = kp.no_fuse                   # equation indices kept out of kernels
@@ -139,8 +149,9 @@ class Program:
     def source(self) -> str:
         parts = []
         for ks in self.kernels.values():
+            par = f", {ks.threads} threads" if ks.threads > 1 else ""
             parts.append(f"# ---- kernel ftk_{ks.key} (group {ks.group.id}, "
-                         f"{ks.n_eqns} equations, loop {ks.binding.extents}) ----\n"
+                         f"{ks.n_eqns} equations, loop {ks.binding.extents}{par}) ----\n"
                          + ks.source)
         for ls in self.loops:
             parts.append(f"# ---- loop {ls.name}: ftl_{ls.key} ({ls.length} trips) ----\n"

@@ -59,6 +59,7 @@ from . import loop
 from .driver import KernelStep, Program
 from .kernels import clear_kernels, is_cached_on_disk, load_kernel, load_loop
 from .target import fusible, prefer_kernel, unfused_reason
+from .threads import SERIAL, Threads, launcher, resolve
 
 __all__ = ["compile", "lower", "Executable", "Program", "fusible", "unfused_reason",
            "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel", "load_loop",
@@ -84,10 +85,11 @@ class Executable(ExecutableBase):
     Call with the graph's flat input arrays; returns the list of outputs.
     """
 
-    def __init__(self, graph: Graph, *, parallel: bool = False, donate: tuple = (),
-                 eager: bool = False, hot_after: int | None = None):
+    def __init__(self, graph: Graph, *, parallel: Threads | bool | int | str = SERIAL,
+                 donate: tuple = (), eager: bool = False, hot_after: int | None = None):
         tune_once()
         super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after)
+        parallel = resolve(parallel)   # threads.Threads: jit's ``threads=`` resolved
         self.parallel = parallel
         self._driver = None
         # the sub-graphs of its control-flow steps (a loop body that is not one compiled
@@ -123,6 +125,8 @@ class Executable(ExecutableBase):
                 for ks in prog.kernels.values():
                     try:
                         fn = load_kernel(ks.key, ks.source)
+                        if ks.threads > 1:   # the parallel variant, on its threads
+                            fn = launcher(fn, ks.threads)
                         _warm_up(fn, ks)
                     except Exception as exc:   # numba typing errors etc.: numpy runs the group
                         log.warning("functrace: kernel for group %d (%s) failed to compile, "
@@ -228,9 +232,14 @@ def _warm_up(fn, ks: KernelStep) -> None:
 _executables = caches.LRU("numba_cpu.executables", scale=4, weak_values=True)
 
 
-def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: bool = False,
+def compile(graph: Graph, *, parallel: Threads | bool | int | str = SERIAL,
+            donate: tuple = (), eager: bool = False,
             hot_after: int | None = None) -> Executable:
-    """The cached Executable of ``graph`` (equal graphs share one while it is held)."""
+    """The cached Executable of ``graph`` (equal graphs share one while it is held).
+
+    ``parallel``: ``ft.jit``'s ``threads=`` (``"auto"``, a count, False) or a resolved
+    ``threads.Threads``; kernels whose work pays for it run on that many threads."""
+    parallel = resolve(parallel)
     key = (graph, parallel, tuple(donate), eager, hot_after)
     ex = _executables.get(key)
     if ex is None:
@@ -240,6 +249,7 @@ def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: 
     return ex
 
 
-def lower(graph: Graph, *, parallel: bool = False, donate: tuple = ()) -> Program:
+def lower(graph: Graph, *, parallel: Threads | bool | int | str = SERIAL,
+          donate: tuple = ()) -> Program:
     """The lowered program of ``graph``: plan and sources, nothing compiled."""
     return compile(graph, parallel=parallel, donate=donate).lower()
