@@ -555,9 +555,11 @@ def test_parallel_kernels_match():
     g = graph_of(lambda x: [ops.reduce_sum(ops.tanh(x), (1,)), ops.exp(x)],
                  AVal((64, 300), "float64"))
     x = np.random.default_rng(3).normal(size=(64, 300))
-    ex, got, want = run_both(g, [x], parallel=Threads(2, min_work=0))
+    ex, serial, want = run_both(g, [x], parallel=Threads(2, min_work=0))
     assert "numba.prange" in ex.lower().source
-    _, serial, _ = run_both(g, [x])
+    assert ex.parallel_kernels == 0       # compiled on the second call, or now:
+    got = ex.upgrade()(x)
+    assert ex.parallel_kernels == len(ex.lower().kernels) >= 1
     for a, b, c in zip(got, want, serial, strict=True):
         assert_same(a, b, 1e-12)
         np.testing.assert_array_equal(a, c)

@@ -7,7 +7,9 @@ a parallel kernel ran survives; the option's validation and the ``FUNCTRACE_NUM_
 Four threads on a 2-core machine: numba allows up to ``NUMBA_NUM_THREADS`` threads, fixed
 when numba starts, so the 1/2/4 comparison runs in a subprocess started with
 ``NUMBA_NUM_THREADS=4``. ``FUNCTRACE_PARALLEL_MIN_WORK=0`` makes every kernel that can be
-split parallel, so the small inputs here exercise the parallel kernels.
+split parallel, so the small inputs here exercise the parallel kernels, and
+``FUNCTRACE_PARALLEL_AFTER=0`` compiles them with the rest (by default they are compiled on
+the second compiled call: ``test_parallel_variant_compiled_on_second_call``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ def _fwd_and_grad(f, n):
     return jf, jg
 
 
+def _executable(jitted, x):
+    """The executable ``jitted`` runs at ``x`` (the executor caches executables by graph and
+    options, so this is the one jit made)."""
+    from functrace.backends.cpu import executor
+    return executor.compile(jitted.lower(x).graph, parallel=jitted.threads,
+                            eager=jitted.eager)
+
+
 def _kernel_threads(jitted, x) -> list[int]:
     """The thread count of each kernel of ``jitted`` at ``x`` (the executable jit made: the
     executor's cache is keyed by the graph and the resolved option)."""
@@ -90,6 +100,7 @@ print(json.dumps(report))
 @pytest.fixture(scope="module")
 def four_threads_report():
     env = dict(os.environ, NUMBA_NUM_THREADS="4", FUNCTRACE_PARALLEL_MIN_WORK="0",
+               FUNCTRACE_PARALLEL_AFTER="0",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("FUNCTRACE_NUM_THREADS", None)
     out = subprocess.run([sys.executable, "-c", _SUBPROCESS, os.path.dirname(__file__)],
@@ -115,6 +126,7 @@ def test_parallel_matches_interpreter(monkeypatch, name):
     """The parallel kernels against the reference interpreter (within rounding), forward and
     gradient, and bit for bit against the serial kernels in this process (2 threads)."""
     monkeypatch.setenv("FUNCTRACE_PARALLEL_MIN_WORK", "0")
+    monkeypatch.setenv("FUNCTRACE_PARALLEL_AFTER", "0")
     f = FUNCS[name]
     for x in _inputs().values():
         x = np.tanh(x * 1e-3) * 3.0           # moderate values: a tolerance means something
@@ -194,6 +206,7 @@ def test_concurrent_calls_from_python_threads(monkeypatch):
     result equals the serial one (parallel launches are serialised by a lock; numba's
     workqueue layer aborts the process on concurrent launches otherwise)."""
     monkeypatch.setenv("FUNCTRACE_PARALLEL_MIN_WORK", "0")
+    monkeypatch.setenv("FUNCTRACE_PARALLEL_AFTER", "0")
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=(800, 300)) for _ in range(6)]
 
@@ -244,7 +257,7 @@ print("child", os.waitstatus_to_exitcode(status))
 def test_fork_after_parallel_kernel():
     """numba's default layer on Linux (GNU OpenMP) kills a process forked after a parallel
     region; functrace asks for a fork-safe layer unless the user chose one."""
-    env = dict(os.environ, FUNCTRACE_PARALLEL_MIN_WORK="0",
+    env = dict(os.environ, FUNCTRACE_PARALLEL_MIN_WORK="0", FUNCTRACE_PARALLEL_AFTER="0",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_THREADING_LAYER", None)
     env.pop("FUNCTRACE_NUM_THREADS", None)
@@ -252,3 +265,20 @@ def test_fork_after_parallel_kernel():
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "child 0" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+def test_parallel_variant_compiled_on_second_call(monkeypatch):
+    """Time to first result does not grow: the first compiled call runs serial kernels, the
+    second compiles the parallel variants of the kernels that warrant them and runs them;
+    both calls give the same bits."""
+    monkeypatch.setenv("FUNCTRACE_PARALLEL_MIN_WORK", "0")
+    monkeypatch.delenv("FUNCTRACE_PARALLEL_AFTER", raising=False)
+    x = np.random.default_rng(5).normal(size=(900, 300))
+    f = ft.jit(lambda x: fnp.sum(fnp.sin(x) * x, axis=0), eager=True, threads=2)
+    first = np.asarray(f(x))
+    ex = _executable(f, x)
+    assert ex.compiled and ex.parallel_kernels == 0
+    second = np.asarray(f(x))
+    assert ex.parallel_kernels >= 1
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(np.asarray(f(x)), first)

@@ -39,16 +39,19 @@ __all__ = ["Program", "KernelStep"]
 log = logging.getLogger("functrace")
 
 class KernelStep:
-    """One group's kernel: its spec, binding and module source; ``threads`` > 1 when the
-    kernel is the ``parallel=True`` variant, run on that many threads."""
+    """One group's kernel: its spec, binding and (serial) module source. ``threads`` > 1
+    when the cost model gives it several threads: ``par_key``/``par_source`` are then its
+    ``parallel=True`` variant (same results, bit for bit), which the executor loads later."""
 
-    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns", "threads")
+    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns", "threads", "par_key",
+                 "par_source")
 
-    def __init__(self, group, spec, binding, key, source, threads=1):
+    def __init__(self, group, spec, binding, key, source, threads=1, par=(None, None)):
         self.group, self.spec, self.binding = group, spec, binding
         self.key, self.source = key, source
         self.n_eqns = len(group.eqns)
         self.threads = threads
+        self.par_key, self.par_source = par
 
 
 class Program:
@@ -79,9 +82,10 @@ class Program:
         self.donate = tuple(donate)
 
         def kernel(group, spec, binding):
+            key, src = kernel_module_source(spec)
             n = kernel_threads(spec, binding.extents, threads)
-            key, src = kernel_module_source(spec, n > 1)
-            return KernelStep(group, spec, binding, key, src, n)
+            par = kernel_module_source(spec, True) if n > 1 else (None, None)
+            return KernelStep(group, spec, binding, key, src, n, par)
         kp = plan_kernels(graph, CPU, kernel, no_fuse)
         self.unsupported: list[tuple[str, str]] = kp.unsupported   # (ops, reason) left out
         self.no_fuse = kp.no_fuse                   # equation indices kept out of kernels
@@ -149,16 +153,23 @@ class Program:
     def source(self) -> str:
         parts = []
         for ks in self.kernels.values():
-            par = f", {ks.threads} threads" if ks.threads > 1 else ""
             parts.append(f"# ---- kernel ftk_{ks.key} (group {ks.group.id}, "
-                         f"{ks.n_eqns} equations, loop {ks.binding.extents}{par}) ----\n"
+                         f"{ks.n_eqns} equations, loop {ks.binding.extents}) ----\n"
                          + ks.source)
+            if ks.par_key is not None:
+                parts.append(f"# ---- its parallel variant ftk_{ks.par_key} ({ks.threads} "
+                             f"threads, same results) ----\n" + ks.par_source)
         for ls in self.loops:
             parts.append(f"# ---- loop {ls.name}: ftl_{ls.key} ({ls.length} trips) ----\n"
                          + ls.source)
         parts.append("# ---- driver (K<n> are the kernels above, in order of first use) ----\n"
                      + self.driver_source)
         return "\n".join(parts)
+
+    def parallel_cached(self) -> bool:
+        """Whether numba has every parallel kernel variant on disk already."""
+        return all(is_cached_on_disk(ks.par_key) for ks in self.kernels.values()
+                   if ks.par_key is not None)
 
     def all_cached(self) -> bool:
         """Whether numba has every kernel on disk already (no numba import)."""

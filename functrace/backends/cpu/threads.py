@@ -32,7 +32,7 @@ from ..lowering.spec import KernelSpec
 from .render import reduction_blocks
 
 __all__ = ["Threads", "SERIAL", "resolve", "available_cores", "kernel_work", "kernel_threads",
-           "launcher", "MIN_WORK", "choose_layer"]
+           "launcher", "MIN_WORK", "choose_layer", "parallel_after"]
 
 #: A kernel runs in parallel when its work (elements x estimated cost per element, see
 #: ``kernel_work``; a unit is roughly 0.1-0.3 ns of one core) is at least this much, and each
@@ -113,6 +113,15 @@ def resolve(threads) -> Threads:
         n = min(n, cap)
     mw = _env_int("FUNCTRACE_PARALLEL_MIN_WORK")
     return Threads(n, MIN_WORK if mw is None else mw)
+
+
+def parallel_after() -> int:
+    """Compiled calls of an executable that run its serial kernels before the parallel
+    variants are compiled and swapped in (``FUNCTRACE_PARALLEL_AFTER``, default 1: the
+    second compiled call compiles them, so a function called once never pays for them;
+    0: compile them with the rest)."""
+    n = _env_int("FUNCTRACE_PARALLEL_AFTER")
+    return 1 if n is None else n
 
 
 def _element_cost(spec: KernelSpec) -> int:
