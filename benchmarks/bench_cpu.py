@@ -647,18 +647,40 @@ def scaling_worker(n: int, only: list[str]) -> dict:
             check_close(f"{name} jax", _flat(jax.device_get(jj(*jargs))), _flat(ref), 1e-10)
             fns["jax.jit"] = lambda jj=jj, jargs=jargs: jax.block_until_ready(jj(*jargs))
         res[name] = interleaved(fns, rounds=5, budget=0.2)
+    if n > 1 and (not only or "launch" in only):
+        res["parallel launch, 1e3 elements"] = _launch_overhead(n)
     return res
 
 
+def _launch_overhead(n: int) -> dict:
+    """A 1000-element kernel forced parallel (``FUNCTRACE_PARALLEL_MIN_WORK=0``) on ``n``
+    threads and on one: the difference of the medians is the cost of a parallel launch."""
+    os.environ["FUNCTRACE_PARALLEL_MIN_WORK"] = "0"
+    try:
+        x = np.ones(1000)
+        fp = ft.jit(lambda x: x * 2.0 + 1.0, eager=True, threads=n)
+        fs = ft.jit(lambda x: x * 2.0 + 1.0, eager=True, threads=1)
+        fp(x), fs(x)
+    finally:
+        del os.environ["FUNCTRACE_PARALLEL_MIN_WORK"]
+    return interleaved({"functrace": lambda: fp(x),
+                        "functrace 1 thread (same process)": lambda: fs(x)}, rounds=9,
+                       budget=0.05)
+
+
 def _compile_worker(threads) -> dict:
-    """Cold compile (empty kernel cache, numba already loaded) of each scaling workload's
-    first call with ``threads``: seconds."""
+    """Cold compile (empty kernel cache, numba already loaded) of each scaling workload with
+    ``threads``: seconds of the first call and of the second (which compiles the parallel
+    kernel variants)."""
     out = {}
     ft.jit(lambda x: fnp.exp(x) * 2.0, eager=True)(np.ones(3))   # numba loaded, not timed
     for name, (f, args, _jf, _ref) in _scaling_workloads().items():
+        jf = ft.jit(f, eager=True, threads=threads)
         t0 = time.perf_counter()
-        ft.jit(f, eager=True, threads=threads)(*args)
-        out[name] = time.perf_counter() - t0
+        jf(*args)
+        t1 = time.perf_counter()
+        jf(*args)
+        out[name] = (t1 - t0, time.perf_counter() - t1)
     return out
 
 
@@ -684,12 +706,17 @@ def bench_threads(n: int, only: list[str], repeats: int = 2):
         for name in rs[0]:
             for k in rs[0][name]:
                 med[(t, name, k)] = statistics.median(r[name][k] for r in rs)
+    print("(ft x: functrace 1-thread worker / n-thread worker; ft x same: functrace threads=1 /"
+          " threads=n in the n-thread worker; jax x: XLA 1-thread worker / n-thread worker; "
+          "ft/jax: time ratio at n threads, < 1 means functrace is faster)")
     print(f"\nthread scaling, 1 -> {n} threads ({os.cpu_count()} cores here; "
           f"{repeats} worker processes per count, medians)")
     print(f"{'workload':<36} {'ft 1':>9} {'ft ' + str(n):>9} {'ft x':>6} {'ft x same':>9} "
           f"{'jax 1':>9} {'jax ' + str(n):>9} {'jax x':>6} {'ft/jax@' + str(n):>9}")
-    for name in runs[1][0]:
-        f1, fn = med[(1, name, "functrace")], med[(n, name, "functrace")]
+    for name in runs[n][0]:
+        fn = med[(n, name, "functrace")]
+        f1 = med.get((1, name, "functrace"), med.get((n, name, "functrace 1 thread "
+                                                          "(same process)")))
         same = med.get((n, name, "functrace 1 thread (same process)"), float("nan")) / fn
         j1, jn = med.get((1, name, "jax.jit"), float("nan")), med.get((n, name, "jax.jit"),
                                                                        float("nan"))
@@ -701,10 +728,11 @@ def bench_threads(n: int, only: list[str], repeats: int = 2):
         for label, d in (("auto", d1), ("False", d2)):
             env["FUNCTRACE_CACHE_DIR"] = d
             comp[label] = _run_self(["--_worker", str(n), "--_compile", label], env=env)
-    print(f"\ncold compile, first call (s), threads='auto' ({n} threads) vs False")
+    print(f"\ncold compile (s, empty kernel cache), threads='auto' ({n} threads) vs False: "
+          f"first call, second call (parallel variants compiled then)")
     for name in comp["auto"]:
-        a, f = comp["auto"][name], comp["False"][name]
-        print(f"{name:<36} auto {a:6.2f}  False {f:6.2f}  ratio {a / f:5.2f}")
+        (a1, a2), (f1, f2) = comp["auto"][name], comp["False"][name]
+        print(f"{name:<36} auto {a1:6.2f} + {a2:6.2f}   False {f1:6.2f} + {f2:6.2f}")
 
 
 def print_table():

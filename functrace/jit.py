@@ -105,11 +105,12 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         threads: how many threads a CPU kernel may run on. ``"auto"`` (the default): every
             core this process may use, for the kernels big enough to gain from it (a cost
             model: elements x per-element cost against a parallel launch; small kernels stay
-            on one thread and are never compiled twice); an int: at most that many threads;
-            ``False``: one. ``FUNCTRACE_NUM_THREADS`` caps it. Results do not depend on the
-            thread count, bit for bit (reductions add in blocks fixed by the shapes): see
-            docs/executor.md, "Threads". Matrix products run in BLAS, whose threads
-            ``OPENBLAS_NUM_THREADS`` (or threadpoolctl) sets.
+            on one thread); an int: at most that many threads; ``False``: one.
+            ``FUNCTRACE_NUM_THREADS`` caps it. The parallel kernels are compiled on the
+            second compiled call, so the first result costs no more than with ``False``.
+            Results do not depend on the thread count, bit for bit (reductions add in blocks
+            fixed by the shapes): docs/executor.md, "Threads". Matrix products run in BLAS,
+            whose threads ``OPENBLAS_NUM_THREADS`` (or threadpoolctl) sets.
         max_variants: how many paths through value-dependent Python control flow are
             compiled per signature before a call that takes a new one raises ``GuardError``
             (``0``: such control flow is a ``ConcretizationError``, as in JAX).
@@ -136,6 +137,13 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         (array([2., 0.]), array([4., 1.]))
         >>> len(relu_or_square.variants(np.zeros(2)))
         2
+
+        Threads: the same bits on one thread or several (big kernels only run in parallel):
+
+        >>> g = lambda x: fnp.sum(fnp.sin(x) * x)
+        >>> x = np.linspace(-3, 3, 10**6)
+        >>> bool(ft.jit(g, eager=True, threads=False)(x) == ft.jit(g, eager=True)(x))
+        True
     """
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,

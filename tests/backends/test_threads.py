@@ -282,3 +282,11 @@ def test_parallel_variant_compiled_on_second_call(monkeypatch):
     assert ex.parallel_kernels >= 1
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(np.asarray(f(x)), first)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import importlib
+    for mod in (importlib.import_module("functrace.jit"), cpu_threads):
+        assert doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

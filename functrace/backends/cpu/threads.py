@@ -8,6 +8,11 @@ cost model) and ``launcher``. Text and arithmetic only until a parallel kernel i
 importing this file imports no numba. Imports ``lowering.spec`` and ``render`` (the block
 count of a reduction).
 
+Compile time: a parallel kernel is a second module (``parallel=True`` compiles cost ~1.5-2.5x
+a serial one), compiled only for kernels the cost model gives several threads, and only when
+the executable runs a second time (``parallel_after``): the first result costs what it costs
+with threads off, and a function run once never pays for them.
+
 Results never depend on the thread count: elementwise kernels and reductions that keep the
 outermost axis write disjoint outputs per thread, and a reduction over the outermost axis
 runs in a number of blocks fixed by the extents alone, serial or parallel (``render``).
@@ -38,8 +43,9 @@ __all__ = ["Threads", "SERIAL", "resolve", "available_cores", "kernel_work", "ke
 #: ``kernel_work``; a unit is roughly 0.1-0.3 ns of one core) is at least this much, and each
 #: thread gets at least half of it: ~0.2-0.5 ms of serial work, against a parallel launch
 #: measured at ~10 us (GNU OpenMP) to ~100-200 us (numba's workqueue) on this shared 2-core
-#: machine (``python benchmarks/bench_cpu.py --launch``). ``FUNCTRACE_PARALLEL_MIN_WORK``
-#: overrides it; 0 makes every kernel that can be split run in parallel (tests do).
+#: machine (the "parallel launch" row of ``benchmarks/bench_cpu.py --threads 2``).
+#: ``FUNCTRACE_PARALLEL_MIN_WORK`` overrides it; 0 makes every kernel that can be split run
+#: in parallel (tests do).
 MIN_WORK = 1 << 21
 
 
