@@ -6,7 +6,15 @@ Every workload is timed for every backend *interleaved* (round r times backend 1
 each, then round r+1), so all backends of a workload see the same machine state; the table
 shows medians and the ratio to the hand-derived numpy gradient of the same run. Every result
 is checked against the hand-derived gradient before timing. Peers that are not installed
-(torch here) are skipped. Everything runs single-threaded.
+(torch here) are skipped. Everything runs single-threaded (functrace too:
+``FUNCTRACE_NUM_THREADS=1``).
+
+Thread scaling:  python benchmarks/bench_cpu.py --threads N [--repeats R] [--only chain,...]
+(N an int or ``all``): each workload of ``_scaling_workloads`` with functrace (``threads=N``)
+and jax.jit, XLA set to the same N threads (``_thread_env.py``), in worker processes at 1 and
+N threads run in turn R times (XLA's pool is fixed when a process starts); prints the 1 -> N
+speedup of both, functrace's same-process speedup, a forced parallel launch of 1e3 elements
+(its cost), and cold compile times with threads="auto" and False (first and second call).
 
 Workloads (targets, ratio to the hand-derived numpy gradient):
   chain      grad of sum(tanh(sin(x)*x + exp(-x**2))*0.5), x: 1e6 f64        <= 0.25
