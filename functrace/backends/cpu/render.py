@@ -2,8 +2,10 @@
 loop nest (``render_cpu``). Elementwise groups are one loop nest; a reduction accumulates
 straight into its output when the innermost loop axis is kept, and otherwise runs the inner
 axis in chunks of ``CHUNK`` (a vectorised buffer fill, a pairwise halving sum, Neumaier
-compensation across chunks; logsumexp in two passes). Text only: never imports numba.
-Imports ``lowering.spec``."""
+compensation across chunks; logsumexp in two passes). A reduction over the outermost axis
+runs in blocks of it fixed by the extents (``reduction_blocks``), the same in the serial and
+the parallel (``prange``) kernel, so results never depend on the thread count. Text only:
+never imports numba. Imports ``lowering.spec``."""
 
 from __future__ import annotations
 
