@@ -6,7 +6,15 @@ Every workload is timed for every backend *interleaved* (round r times backend 1
 each, then round r+1), so all backends of a workload see the same machine state; the table
 shows medians and the ratio to the hand-derived numpy gradient of the same run. Every result
 is checked against the hand-derived gradient before timing. Peers that are not installed
-(torch here) are skipped. Everything runs single-threaded.
+(torch here) are skipped. Everything runs single-threaded (functrace too:
+``FUNCTRACE_NUM_THREADS=1``).
+
+Thread scaling:  python benchmarks/bench_cpu.py --threads N [--repeats R] [--only chain,...]
+(N an int or ``all``): each workload of ``_scaling_workloads`` with functrace (``threads=N``)
+and jax.jit, XLA set to the same N threads (``_thread_env.py``), in worker processes at 1 and
+N threads run in turn R times (XLA's pool is fixed when a process starts); prints the 1 -> N
+speedup of both, functrace's same-process speedup, a forced parallel launch of 1e3 elements
+(its cost), and cold compile times with threads="auto" and False (first and second call).
 
 Workloads (targets, ratio to the hand-derived numpy gradient):
   chain      grad of sum(tanh(sin(x)*x + exp(-x**2))*0.5), x: 1e6 f64        <= 0.25
@@ -30,18 +38,18 @@ Workloads (targets, ratio to the hand-derived numpy gradient):
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                      "intra_op_parallelism_threads=1")
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# before numpy, numba or jax start: the thread counts of this process (benchmarks/_thread_env)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _thread_env  # noqa: F401
+
+# isort: split
 
 import argparse
+import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -567,6 +575,173 @@ def bench_memory(n=10**7):
 
 
 # --------------------------------------------------------------------------------------------
+# 8. thread scaling (--threads N): functrace and jax.jit at 1 and N threads
+# --------------------------------------------------------------------------------------------
+
+def _scaling_workloads():
+    """name -> (functrace function, its arguments, jax function or None, reference)."""
+    rng = np.random.default_rng(11)
+    out = {}
+
+    def chain(x):
+        return fnp.sum(fnp.tanh(fnp.sin(x) * x + fnp.exp(-x ** 2)) * 0.5)
+    x = rng.uniform(-3, 3, 4 * 10**6)
+    jchain = None
+    if jax is not None:
+        def jchain(x):
+            return jnp.sum(jnp.tanh(jnp.sin(x) * x + jnp.exp(-x ** 2)) * 0.5)
+        jchain = jax.grad(jchain)
+    out["chain grad 4e6 f64"] = (ft.grad(chain), (x,), jchain, chain_hand(x))
+
+    B, D, H, C = 1024, 784, 512, 10
+    params = (rng.normal(0, 0.05, (D, H)), np.zeros(H), rng.normal(0, 0.05, (H, C)),
+              np.zeros(C))
+    xm = rng.normal(size=(B, D))
+    y = np.eye(C)[rng.integers(0, C, B)]
+    jmlp = None
+    if jax is not None:
+        def jloss(p, x, y):
+            W1, b1, W2, b2 = p
+            h = jnp.tanh(x @ W1 + b1)
+            z = h @ W2 + b2
+            return -jnp.sum(y * (z - jlse(z, axis=1, keepdims=True))) / x.shape[0]
+        jmlp = jax.grad(jloss)
+    out["mlp grad 1024x784x512 f64"] = (ft.grad(mlp_loss), (params, xm, y), jmlp,
+                                         mlp_hand(params, xm, y)[1])
+
+    X = rng.normal(size=(2000, 2000))
+
+    def lse(X):
+        return fnp.sum(fnp.logsumexp(X, axis=1))
+    jl = jax.grad(lambda X: jnp.sum(jlse(X, axis=1))) if jax is not None else None
+    out["logsumexp grad 2000x2000"] = (ft.grad(lse), (X,), jl, lse_hand(X))
+
+    xa = rng.uniform(-1, 1, 4 * 10**6)
+    sa = np.asarray(1.7)
+    out["arith 4e6 f64"] = (arith_np, (xa, sa), arith_np if jax is not None else None,
+                            arith_np(xa, sa))
+
+    def colsum(X):
+        return fnp.sum(fnp.exp(-X * X) * X, axis=0)
+    jc = (lambda X: jnp.sum(jnp.exp(-X * X) * X, axis=0)) if jax is not None else None
+    out["column sums 2000x2000 (outer axis)"] = (colsum, (X,), jc,
+                                                  np.sum(np.exp(-X * X) * X, axis=0))
+    return out
+
+
+def _flat(tree):
+    if isinstance(tree, list | tuple):
+        return [leaf for t in tree for leaf in _flat(t)]
+    return [np.asarray(tree)]
+
+
+def scaling_worker(n: int, only: list[str]) -> dict:
+    """In a process started with ``n`` threads (``_thread_env``): medians of functrace jit at
+    ``n`` threads and at 1, and of jax.jit (XLA at ``n`` threads), interleaved."""
+    res = {}
+    for name, (f, args, jf, ref) in _scaling_workloads().items():
+        if only and not any(o in name for o in only):
+            continue
+        fns = {}
+        ftn = ft.jit(f, eager=True, threads=n)
+        check_close(f"{name} functrace", _flat(ftn(*args)), _flat(ref), 1e-10)
+        fns["functrace"] = lambda ftn=ftn, args=args: ftn(*args)
+        if n > 1:
+            ft1 = ft.jit(f, eager=True, threads=1)
+            fns["functrace 1 thread (same process)"] = lambda ft1=ft1, args=args: ft1(*args)
+        if jf is not None:
+            jj = jax.jit(jf)
+            jargs = jax.tree_util.tree_map(jnp.asarray, args)
+            check_close(f"{name} jax", _flat(jax.device_get(jj(*jargs))), _flat(ref), 1e-10)
+            fns["jax.jit"] = lambda jj=jj, jargs=jargs: jax.block_until_ready(jj(*jargs))
+        res[name] = interleaved(fns, rounds=5, budget=0.2)
+    if n > 1 and (not only or "launch" in only):
+        res["parallel launch, 1e3 elements"] = _launch_overhead(n)
+    return res
+
+
+def _launch_overhead(n: int) -> dict:
+    """A 1000-element kernel forced parallel (``FUNCTRACE_PARALLEL_MIN_WORK=0``) on ``n``
+    threads and on one: the difference of the medians is the cost of a parallel launch."""
+    os.environ["FUNCTRACE_PARALLEL_MIN_WORK"] = "0"
+    try:
+        x = np.ones(1000)
+        fp = ft.jit(lambda x: x * 2.0 + 1.0, eager=True, threads=n)
+        fs = ft.jit(lambda x: x * 2.0 + 1.0, eager=True, threads=1)
+        fp(x), fs(x)
+    finally:
+        del os.environ["FUNCTRACE_PARALLEL_MIN_WORK"]
+    return interleaved({"functrace": lambda: fp(x),
+                        "functrace 1 thread (same process)": lambda: fs(x)}, rounds=9,
+                       budget=0.05)
+
+
+def _compile_worker(threads) -> dict:
+    """Cold compile (empty kernel cache, numba already loaded) of each scaling workload with
+    ``threads``: seconds of the first call and of the second (which compiles the parallel
+    kernel variants)."""
+    out = {}
+    ft.jit(lambda x: fnp.exp(x) * 2.0, eager=True)(np.ones(3))   # numba loaded, not timed
+    for name, (f, args, _jf, _ref) in _scaling_workloads().items():
+        jf = ft.jit(f, eager=True, threads=threads)
+        t0 = time.perf_counter()
+        jf(*args)
+        t1 = time.perf_counter()
+        jf(*args)
+        out[name] = (t1 - t0, time.perf_counter() - t1)
+    return out
+
+
+def _run_self(args: list[str], env=None) -> dict:
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{args} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_threads(n: int, only: list[str], repeats: int = 2):
+    """Thread scaling, functrace against jax.jit: workers at 1 and at ``n`` threads, run in
+    turn ``repeats`` times (XLA's thread count is fixed when a process starts); medians of
+    the workers' medians; speedup = time at 1 thread / time at n. Then cold compile times
+    with threads="auto" and False, each in a fresh process and kernel cache."""
+    runs: dict = {1: [], n: []}
+    for _ in range(repeats):
+        for t in (1, n):
+            runs[t].append(_run_self(["--_worker", str(t), "--only", ",".join(only)]))
+    med = {}
+    for t, rs in runs.items():
+        for name in rs[0]:
+            for k in rs[0][name]:
+                med[(t, name, k)] = statistics.median(r[name][k] for r in rs)
+    print("(ft x: functrace 1-thread worker / n-thread worker; ft x same: functrace threads=1 /"
+          " threads=n in the n-thread worker; jax x: XLA 1-thread worker / n-thread worker; "
+          "ft/jax: time ratio at n threads, < 1 means functrace is faster)")
+    print(f"\nthread scaling, 1 -> {n} threads ({os.cpu_count()} cores here; "
+          f"{repeats} worker processes per count, medians)")
+    print(f"{'workload':<36} {'ft 1':>9} {'ft ' + str(n):>9} {'ft x':>6} {'ft x same':>9} "
+          f"{'jax 1':>9} {'jax ' + str(n):>9} {'jax x':>6} {'ft/jax@' + str(n):>9}")
+    for name in runs[n][0]:
+        fn = med[(n, name, "functrace")]
+        f1 = med.get((1, name, "functrace"), med.get((n, name, "functrace 1 thread "
+                                                          "(same process)")))
+        same = med.get((n, name, "functrace 1 thread (same process)"), float("nan")) / fn
+        j1, jn = med.get((1, name, "jax.jit"), float("nan")), med.get((n, name, "jax.jit"),
+                                                                       float("nan"))
+        print(f"{name:<36} {f1 * 1e3:8.2f}m {fn * 1e3:8.2f}m {f1 / fn:6.2f} {same:9.2f} "
+              f"{j1 * 1e3:8.2f}m {jn * 1e3:8.2f}m {j1 / jn:6.2f} {fn / jn:9.2f}")
+    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+        env = dict(os.environ)
+        comp = {}
+        for label, d in (("auto", d1), ("False", d2)):
+            env["FUNCTRACE_CACHE_DIR"] = d
+            comp[label] = _run_self(["--_worker", str(n), "--_compile", label], env=env)
+    print(f"\ncold compile (s, empty kernel cache), threads='auto' ({n} threads) vs False: "
+          f"first call, second call (parallel variants compiled then)")
+    for name in comp["auto"]:
+        (a1, a2), (f1, f2) = comp["auto"][name], comp["False"][name]
+        print(f"{name:<36} auto {a1:6.2f} + {a2:6.2f}   False {f1:6.2f} + {f2:6.2f}")
+
 
 def print_table():
     print()
@@ -594,8 +769,26 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="fewer rounds")
     p.add_argument("--only", default="", help="comma-separated workloads")
+    p.add_argument("--threads", default=None,
+                   help="thread scaling: N (an int) or 'all'; functrace and jax.jit at 1 and N "
+                        "threads")
+    p.add_argument("--repeats", type=int, default=2, help="worker processes per thread count")
+    p.add_argument("--_worker", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_compile", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
     QUICK = a.quick
+    only = [s for s in a.only.split(",") if s]
+    if a._worker is not None:     # a worker of a --threads run: one JSON line
+        if a._compile is not None:
+            res = _compile_worker(False if a._compile == "False" else a._compile)
+        else:
+            res = scaling_worker(a._worker, only)
+        print(json.dumps(res))
+        return
+    if a.threads is not None:
+        n = len(os.sched_getaffinity(0)) if a.threads == "all" else int(a.threads)
+        bench_threads(n, only, a.repeats)
+        return
     print(f"numpy {np.__version__}; jax {getattr(jax, '__version__', '-')}; autograd "
           f"{'yes' if autograd else '-'}; torch {getattr(torch, '__version__', '-')}; "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
@@ -604,7 +797,6 @@ def main():
                "rnn": bench_rnn, "scan_rnn": bench_scan_rnn, "lse": bench_lse, "arith": bench_arith,
                "startup": bench_startup,
                "memory": bench_memory}
-    only = [s for s in a.only.split(",") if s]
     for name, fn in benches.items():
         if only and name not in only:
             continue

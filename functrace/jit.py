@@ -69,7 +69,7 @@ log = logging.getLogger("functrace")
 
 def jit(fun: Callable | None = None, *, backend: str = "cpu",
         static_argnums: int | Sequence[int] = (), donate_argnums: int | Sequence[int] = (),
-        eager: bool = False, threads: bool = False, max_variants: int = 8) -> Jitted:
+        eager: bool = False, threads: bool | int | str = "auto", max_variants: int = 8) -> Jitted:
     """Compile ``fun`` for its abstract signature; re-trace only when the signature changes.
 
     ``fun`` must be pure, as with ``jax.jit``: it is traced once per signature and the
@@ -102,8 +102,15 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         donate_argnums: positional arguments whose buffers the outputs may reuse (the caller
             promises not to use them after the call).
         eager: compile kernels on the first call instead of when the graph is hot.
-        threads: compile kernels with ``parallel=True`` (outer loop over threads). Off by
-            default: on small machines thread pools cost more than they give.
+        threads: how many threads a CPU kernel may run on. ``"auto"`` (the default): every
+            core this process may use, for the kernels big enough to gain from it (a cost
+            model: elements x per-element cost against a parallel launch; small kernels stay
+            on one thread); an int: at most that many threads; ``False``: one.
+            ``FUNCTRACE_NUM_THREADS`` caps it. The parallel kernels are compiled on the
+            second compiled call, so the first result costs no more than with ``False``.
+            Results do not depend on the thread count, bit for bit (reductions add in blocks
+            fixed by the shapes): docs/executor.md, "Threads". Matrix products run in BLAS,
+            whose threads ``OPENBLAS_NUM_THREADS`` (or threadpoolctl) sets.
         max_variants: how many paths through value-dependent Python control flow are
             compiled per signature before a call that takes a new one raises ``GuardError``
             (``0``: such control flow is a ``ConcretizationError``, as in JAX).
@@ -130,6 +137,13 @@ def jit(fun: Callable | None = None, *, backend: str = "cpu",
         (array([2., 0.]), array([4., 1.]))
         >>> len(relu_or_square.variants(np.zeros(2)))
         2
+
+        Threads: the same bits on one thread or several (big kernels only run in parallel):
+
+        >>> g = lambda x: fnp.sum(fnp.sin(x) * x)
+        >>> x = np.linspace(-3, 3, 10**6)
+        >>> bool(ft.jit(g, eager=True, threads=False)(x) == ft.jit(g, eager=True)(x))
+        True
     """
     if fun is None:
         return functools.partial(jit, backend=backend, static_argnums=static_argnums,
@@ -236,7 +250,12 @@ class Jitted:
                 f"{max_variants!r:.40} ({where()})")
         self.max_variants = int(max_variants)
         self.eager = eager
-        self.threads = threads
+        if not (threads is None or isinstance(threads, bool) or threads == "auto" or (
+                isinstance(threads, int | np.integer) and threads >= 0)):
+            raise FunctraceValueError(
+                f"ft.jit: threads must be 'auto', a number of threads (an int >= 1) or False, "
+                f"got {threads!r:.40} ({where()})")
+        self.threads = int(threads) if isinstance(threads, np.integer) else threads
         self._tiers = {k: v for k, v in (("hot_after", hot_after),
                                          ("cached_after", cached_after)) if v is not None}
         # signature key -> _Entry (or the Variants of a function that branches on values),

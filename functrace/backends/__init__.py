@@ -9,18 +9,19 @@ from __future__ import annotations
 from .registry import register_target
 
 
-def _reference(graph, *, donate=(), eager=False, threads=False):
+def _reference(graph, *, donate=(), eager=False, threads="auto"):
     from . import reference
     return lambda *xs: reference.run(graph, xs)
 
 
-def _cpu(graph, *, donate=(), eager=False, threads=False, hot_after=None, cached_after=None):
+def _cpu(graph, *, donate=(), eager=False, threads="auto", hot_after=None,
+         cached_after=None):
     from .cpu import executor
     return executor.compile(graph, donate=donate, eager=eager, parallel=threads,
                             hot_after=hot_after, cached_after=cached_after)
 
 
-def _cuda(graph, *, donate=(), eager=False, threads=False):
+def _cuda(graph, *, donate=(), eager=False, threads="auto"):
     from .cuda import executor  # the GPU is checked at the first call
     return executor.compile(graph, donate=donate, eager=eager)
 

@@ -1,6 +1,7 @@
 """The targets ``ft.jit(backend=...)`` can name: a registry from a name to a compile function.
 
-A target registers ``compile(graph, *, donate, eager, threads) -> run`` (the "cpu" target also
+A target registers ``compile(graph, *, donate, eager, threads) -> run`` (``threads``: what
+``ft.jit`` was given, ``"auto"``, an int or False; a target may ignore it; the "cpu" target also
 takes the tier options ``hot_after`` and ``cached_after``: a ``Jitted`` made with them passes
 them on), where ``run(*arrays)``
 returns the list of the graph's outputs and may have ``.lower()`` (a program with

@@ -7,8 +7,11 @@ loop. Programs, checks and tolerances: ``tests/support/fuzz_programs.py``,
   batches of 25. A batch is one jitted function (values and gradients of all its programs),
   so its kernels compile together. Batch 0 compiles transcendental math with the vecmath
   polynomials the executor really uses; the others with numba's libm calls (~10x cheaper to
-  compile, see ``fuzz_check.kernel_variant``). Kernels persist in pytest's cache directory
-  (``.pytest_cache``), so a rerun with the same seed compiles nothing.
+  compile, see ``fuzz_check.kernel_variant``). Batch ``THREADS_BATCH`` (1) runs on parallel
+  kernels (``threads=2``, every kernel that can be split, reductions over the outermost axis
+  in blocks of 2 or more elements); the slow run does so every 10th batch. Kernels persist
+  in pytest's cache directory (``.pytest_cache``), so a rerun with the same seed compiles
+  nothing.
 * ``test_fuzz_slow``: 20,000 programs (``-m slow``), in subprocesses, kernels in a
   temporary directory.
 * ``test_fuzz_regression[name]``: every program the fuzzer ever failed on
@@ -46,6 +49,8 @@ N_PROGRAMS = fuzz_programs()
 BATCH = 25
 N_BATCHES = -(-N_PROGRAMS // BATCH)
 SLOW_PROGRAMS = int(os.environ.get("FUNCTRACE_FUZZ_SLOW_PROGRAMS", "20000"))
+#: this batch runs its compiled checks on parallel kernels (``kernel_variant(threads=2)``)
+THREADS_BATCH = 1
 
 
 def _source_hash() -> str:
@@ -80,12 +85,12 @@ def fuzz_cache(request, tmp_path_factory):
         yield d
 
 
-def _run_batch(progs, libm: bool, where: str):
-    with kernel_variant(libm=libm):
+def _run_batch(progs, libm: bool, where: str, threads: int | bool = False):
+    with kernel_variant(libm=libm, threads=threads):
         found = check_batch(progs)
     if not found:
         return
-    reports = triage(progs, found, libm)
+    reports = triage(progs, found, libm, threads=threads)
     pytest.fail(f"{where}: {len(reports)} program(s) failed\n"
                 f"(reproduce: FUNCTRACE_FUZZ_SEED={SEED} FUNCTRACE_FUZZ_PROGRAMS="
                 f"{N_PROGRAMS} python -m pytest 'tests/backends/test_fuzz.py::{where}')\n\n"
@@ -96,7 +101,7 @@ def _run_batch(progs, libm: bool, where: str):
 def test_fuzz_batch(index, fuzz_cache):
     print(f"functrace fuzz: FUNCTRACE_FUZZ_SEED={SEED}, batch {index} of {N_BATCHES}")
     _run_batch(random_batch(SEED, index, BATCH), libm=index != 0,
-               where=f"test_fuzz_batch[{index}]")
+               where=f"test_fuzz_batch[{index}]", threads=2 if index == THREADS_BATCH else False)
 
 
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
@@ -120,9 +125,10 @@ seed, start, stop, size = map(int, sys.argv[1:5])
 for index in range(start, stop):
     progs = random_batch(seed, index, size)
     libm = index % 20 != 0          # every 20th batch compiles the vecmath polynomials
-    with kernel_variant(libm=libm):
+    threads = 2 if index % 10 == 1 else False   # every 10th on parallel kernels
+    with kernel_variant(libm=libm, threads=threads):
         found = check_batch(progs)
-    reports, known = triage(progs, found, libm) if found else ([], [])
+    reports, known = triage(progs, found, libm, threads=threads) if found else ([], [])
     print(json.dumps({"index": index, "reports": reports, "known": len(known)}), flush=True)
 """
 

@@ -27,6 +27,7 @@ import functrace.numpy as fnp
 from functrace import ops
 from functrace.backends import reference as numpy_ref
 from functrace.backends.cpu import executor as numba_cpu
+from functrace.backends.cpu.threads import Threads
 from functrace.core import AVal, ScalarCode, Var
 from functrace.passes import fusion
 from functrace.passes.fusion import Group, OpStep, plan_fusion
@@ -549,13 +550,19 @@ def test_compile_failure_falls_back_to_numpy(monkeypatch, caplog):
 
 
 def test_parallel_kernels_match():
+    """Parallel kernels (every kernel that can be split: min_work 0) against the interpreter,
+    and bit for bit against the serial kernels; tests/backends/test_threads.py has more."""
     g = graph_of(lambda x: [ops.reduce_sum(ops.tanh(x), (1,)), ops.exp(x)],
                  AVal((64, 300), "float64"))
     x = np.random.default_rng(3).normal(size=(64, 300))
-    ex, got, want = run_both(g, [x], parallel=True)
+    ex, serial, want = run_both(g, [x], parallel=Threads(2, min_work=0))
     assert "numba.prange" in ex.lower().source
-    for a, b in zip(got, want, strict=True):
+    assert ex.parallel_kernels == 0       # compiled on the second call, or now:
+    got = ex.upgrade()(x)
+    assert ex.parallel_kernels == len(ex.lower().kernels) >= 1
+    for a, b, c in zip(got, want, serial, strict=True):
         assert_same(a, b, 1e-12)
+        np.testing.assert_array_equal(a, c)
 
 
 def test_debug_env_prints_ir_and_kernels(monkeypatch, capsys, caplog):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import warnings
 
 import numpy as np
@@ -516,7 +517,7 @@ def check_batch(progs: list[Prog], backend: str = "cpu", vmap: bool = True,
     ``compiled=False``: only the checks that need no compiler (interpreter vs numpy, vmap)."""
     if jit_fn is None:
         def jit_fn(f, backend):
-            return ft.jit(f, backend=backend, eager=True)
+            return ft.jit(f, backend=backend, eager=True, threads=_THREADS[0])
     progs = list(progs)
     bad: list[Mismatch] = []
     f = _combined(progs)
@@ -543,10 +544,22 @@ def check_batch(progs: list[Prog], backend: str = "cpu", vmap: bool = True,
         def both(*args):
             return list(f(*args)) + list(g(*args))
         jboth = jit_fn(both, backend) if compiled else None
+        # on parallel kernels: the serial kernels must give the same bits
+        jserial = (ft.jit(both, backend=backend, eager=True, threads=False)
+                   if compiled and _THREADS[0] else None)
         graph = ft.jit(both, backend="numpy").lower(*smooth).graph
         for kind, args in (("special", special), ("smooth", smooth)):
             interp = numpy_ref.run(graph, list(args))
             got = [np.asarray(ft.device_get(o)) for o in jboth(*args)] if compiled else interp
+            if jserial is not None:
+                for j, (a, b) in enumerate(zip(got, jserial(*args), strict=True)):
+                    b = np.asarray(b)
+                    if not (np.array_equal(a, b, equal_nan=True)
+                            and np.array_equal(np.signbit(a), np.signbit(b))):
+                        k = owner_out[j] if j < n_out else owner_in[j - n_out]
+                        bad.append(Mismatch(k, progs[k], f"jit[{backend}] threads={_THREADS[0]}"
+                                            f" vs threads=False, {kind} inputs",
+                                            f"value {j}: not the same bits"))
             _, tol, ill = tolerances(graph, args)
             want_np = _numpy_outputs(progs, args)
             want_g = [np.asarray(x) for x in g(*args)] if compiled else got[n_out:]
@@ -674,18 +687,36 @@ def _check_vmap(progs, f, owner_out, B=3):
 _LIBM_F64 = frozenset({"log2", "exp2"})
 
 
+#: the ``threads=`` of the compiled runs (``kernel_variant(threads=...)`` sets it)
+_THREADS: list = [False]
+
+
 @contextlib.contextmanager
-def kernel_variant(libm: bool = False):
+def kernel_variant(libm: bool = False, threads: int | bool = False):
     """CPU kernels compiled differently for the duration. ``libm``: the vecmath ops
     (CPU code from ``scalar_code.vecmath``) as numba's libm calls (``np.sin(x)``), ~10x cheaper to
     compile (vecmath's accuracy and special values are tested by tests/backends/test_vecmath.py).
+    ``threads`` (a count): the compiled runs use ``ft.jit(threads=threads)`` with every kernel
+    that can be split parallel at once (``FUNCTRACE_PARALLEL_MIN_WORK=0``,
+    ``FUNCTRACE_PARALLEL_AFTER=0``) and reductions over the outermost axis in blocks of two
+    elements or more (``render.BLOCK_MIN``), so the fuzzer's small values run the parallel
+    kernels and their blocked reductions.
     Kernel keys are hashes of their source, so variants never share kernels; compiled
     executables are forgotten on entry and exit."""
     from functrace.backends.cpu import executor as numba_cpu
+    from functrace.backends.cpu import render
     from functrace.core import ScalarCode, registry
     saved = {op: op.code.get("cpu") for op in registry.values()}
+    saved_env = {k: os.environ.get(k) for k in ("FUNCTRACE_PARALLEL_MIN_WORK",
+                                                "FUNCTRACE_PARALLEL_AFTER")}
+    saved_block, saved_threads = render.BLOCK_MIN, _THREADS[0]
     numba_cpu.clear_memory_caches()
     try:
+        if threads:
+            os.environ["FUNCTRACE_PARALLEL_MIN_WORK"] = "0"
+            os.environ["FUNCTRACE_PARALLEL_AFTER"] = "0"
+            render.BLOCK_MIN = 2
+            _THREADS[0] = threads
         if libm:
             for op, c in saved.items():
                 if c is not None and not isinstance(c, str) and hasattr(c.expr, "vecmath") \
@@ -701,6 +732,12 @@ def kernel_variant(libm: bool = False):
         for op, c in saved.items():
             if c is not None:
                 op.code["cpu"] = c
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        render.BLOCK_MIN, _THREADS[0] = saved_block, saved_threads
         numba_cpu.clear_memory_caches()
 
 
@@ -721,7 +758,7 @@ def _kind(m: Mismatch) -> str:
 
 
 def triage(batch: list[Prog], found: list[Mismatch], libm: bool, backend="cpu",
-           shrink_budget: int = 40) -> list[str]:
+           shrink_budget: int = 40, threads: int | bool = False) -> list[str]:
     """Reports for the mismatches of a batch: each mismatched program is re-run alone and,
     if it still fails, shrunk (the report holds the program, a smaller one and the check);
     one that only fails in its batch is reported with the batch. (Compiled kernels carry no
@@ -736,14 +773,14 @@ def triage(batch: list[Prog], found: list[Mismatch], libm: bool, backend="cpu",
             continue
         prog = batch[k]
         kinds = {_kind(m) for m in ms}
-        with kernel_variant(libm=libm):
+        with kernel_variant(libm=libm, threads=threads):
             alone = [m for m in check_batch([prog], backend) if _kind(m) in kinds]
         if not alone:
             reports.append(f"{ms[0]!r}\nonly fails in its batch of {len(batch)}:\n"
                            + "\n".join(repr(p) for p in batch))
             continue
         kind = _kind(alone[0])
-        with kernel_variant(libm=libm):
+        with kernel_variant(libm=libm, threads=threads):
             small = shrink(prog, lambda p: _fails([p], kind, backend=backend), shrink_budget)
         reports.append(f"{ms[0]!r}\nshrunk ({kind}):\n{small!r}\n{small.source()}")
     return reports

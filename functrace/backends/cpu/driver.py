@@ -32,18 +32,26 @@ from .dots import dot_dims, dot_expr, operand_expr, small_dots_as_loops
 from .kernels import is_cached_on_disk
 from .loop import LoopStep, body_ok
 from .target import CPU, kernel_module_source
+from .threads import SERIAL, Threads, kernel_threads, resolve
 
 __all__ = ["Program", "KernelStep"]
 
 log = logging.getLogger("functrace")
 
 class KernelStep:
-    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns")
+    """One group's kernel: its spec, binding and (serial) module source. ``threads`` > 1
+    when the cost model gives it several threads: ``par_key``/``par_source`` are then its
+    ``parallel=True`` variant (same results, bit for bit), which the executor loads later."""
 
-    def __init__(self, group, spec, binding, key, source):
+    __slots__ = ("group", "spec", "binding", "key", "source", "n_eqns", "threads", "par_key",
+                 "par_source")
+
+    def __init__(self, group, spec, binding, key, source, threads=1, par=(None, None)):
         self.group, self.spec, self.binding = group, spec, binding
         self.key, self.source = key, source
         self.n_eqns = len(group.eqns)
+        self.threads = threads
+        self.par_key, self.par_source = par
 
 
 class Program:
@@ -57,8 +65,8 @@ class Program:
         source: every kernel's module source, then the driver, as one readable text.
     """
 
-    def __init__(self, graph: Graph, parallel: bool = False, donate: tuple = (),
-                 no_fuse: frozenset = frozenset(), roll: bool = True):
+    def __init__(self, graph: Graph, parallel: Threads | bool | int | str = SERIAL,
+                 donate: tuple = (), no_fuse: frozenset = frozenset(), roll: bool = True):
         # deterministic rewrites, so equation indices are stable across re-plans
         graph = fold_constants_any_size(inline_calls(graph))
         if roll:     # unrolled Python loops back into compiled loops (passes.roll)
@@ -66,12 +74,18 @@ class Program:
         graph = small_dots_as_loops(graph)
         self.roll = roll
         self.graph = graph
-        self.parallel = parallel
+        # threads: a kernel is compiled parallel only when the cost model gives it more than
+        # one thread (the shapes are static), so a graph of small kernels compiles as fast as
+        # with threads off, and a kernel is never compiled twice
+        self.threads = threads = resolve(parallel)
+        self.parallel = threads.parallel
         self.donate = tuple(donate)
 
         def kernel(group, spec, binding):
-            key, src = kernel_module_source(spec, parallel)
-            return KernelStep(group, spec, binding, key, src)
+            key, src = kernel_module_source(spec)
+            n = kernel_threads(spec, binding.extents, threads)
+            par = kernel_module_source(spec, True) if n > 1 else (None, None)
+            return KernelStep(group, spec, binding, key, src, n, par)
         kp = plan_kernels(graph, CPU, kernel, no_fuse)
         self.unsupported: list[tuple[str, str]] = kp.unsupported   # (ops, reason) left out
         self.no_fuse = kp.no_fuse                   # equation indices kept out of kernels
@@ -142,12 +156,20 @@ class Program:
             parts.append(f"# ---- kernel ftk_{ks.key} (group {ks.group.id}, "
                          f"{ks.n_eqns} equations, loop {ks.binding.extents}) ----\n"
                          + ks.source)
+            if ks.par_key is not None:
+                parts.append(f"# ---- its parallel variant ftk_{ks.par_key} ({ks.threads} "
+                             f"threads, same results) ----\n" + ks.par_source)
         for ls in self.loops:
             parts.append(f"# ---- loop {ls.name}: ftl_{ls.key} ({ls.length} trips) ----\n"
                          + ls.source)
         parts.append("# ---- driver (K<n> are the kernels above, in order of first use) ----\n"
                      + self.driver_source)
         return "\n".join(parts)
+
+    def parallel_cached(self) -> bool:
+        """Whether numba has every parallel kernel variant on disk already."""
+        return all(is_cached_on_disk(ks.par_key) for ks in self.kernels.values()
+                   if ks.par_key is not None)
 
     def all_cached(self) -> bool:
         """Whether numba has every kernel on disk already (no numba import)."""

@@ -60,6 +60,7 @@ from . import loop
 from .driver import KernelStep, Program
 from .kernels import clear_kernels, is_cached_on_disk, load_kernel, load_loop
 from .target import fusible, prefer_kernel, unfused_reason
+from .threads import SERIAL, Threads, launcher, parallel_after, resolve
 
 __all__ = ["compile", "lower", "Executable", "Program", "fusible", "unfused_reason",
            "prefer_kernel", "cache_dir", "clear_memory_caches", "load_kernel", "load_loop",
@@ -85,14 +86,20 @@ class Executable(ExecutableBase):
     Call with the graph's flat input arrays; returns the list of outputs.
     """
 
-    def __init__(self, graph: Graph, *, parallel: bool = False, donate: tuple = (),
-                 eager: bool = False, hot_after: int | None = None,
+    def __init__(self, graph: Graph, *, parallel: Threads | bool | int | str = SERIAL,
+                 donate: tuple = (), eager: bool = False, hot_after: int | None = None,
                  cached_after: int | None = None):
         tune_once()
         super().__init__(graph, donate=donate, eager=eager, hot_after=hot_after,
                          cached_after=cached_after)
+        parallel = resolve(parallel)   # threads.Threads: jit's ``threads=`` resolved
         self.parallel = parallel
         self._driver = None
+        self._ns: dict | None = None      # the driver's globals (kernels swapped in there)
+        # compiled calls left before the parallel kernel variants are compiled and swapped
+        # in (None: nothing to swap)
+        self._serial_runs_left: int | None = None
+        self.parallel_kernels = 0         # kernels running their parallel variant
         # the sub-graphs of its control-flow steps (a loop body that is not one compiled
         # loop, a branch, a while condition) run as compiled code of their own (made by a
         # partial, not a closure over self: no reference cycle keeps the buffers alive)
@@ -121,9 +128,16 @@ class Executable(ExecutableBase):
             dbg = debug_level()
             if dbg >= 1:
                 print(f"functrace: compiling graph for the CPU\n{self.graph}", file=sys.stderr)
+            # parallel variants are compiled after ``parallel_after()`` compiled calls (a
+            # function called once never pays their compile time), at once when that is 0
+            # or when numba has them all on disk
+            after = parallel_after()
             for attempt in range(5):
                 failed = []
+                now = after == 0 or prog.parallel_cached()
                 for ks in prog.kernels.values():
+                    if now and ks.par_key is not None and self._load_parallel(prog, ks):
+                        continue
                     try:
                         fn = load_kernel(ks.key, ks.source)
                         _warm_up(fn, ks)
@@ -160,12 +174,53 @@ class Executable(ExecutableBase):
                                                no_fuse, roll=roll)
             if dbg >= 2:
                 print(prog.source, file=sys.stderr)
-            ns = dict(prog.namespace)
+            ns = self._ns = dict(prog.namespace)
+            pending = [ks for ks in prog.kernels.values()
+                       if ks.par_key is not None and not getattr(
+                           ns[prog.kernel_names[ks.key]], "threads", 0)]
+            self._serial_runs_left = max(after, 1) if pending else None
             exec(compile_source(prog.driver_source), ns)
             self._driver = ns["driver"]
             self.compile_seconds = time.perf_counter() - t0
             log.info("functrace: compiled %d kernels, %d steps in %.3f s", len(prog.kernels),
                      len(prog.plan.steps), self.compile_seconds)
+        return self
+
+    def _load_parallel(self, prog: Program, ks: KernelStep) -> bool:
+        """Load a kernel's parallel variant into ``prog``'s namespace (and the driver's, once
+        there is one); False, logged, when numba cannot compile it (the serial one stays)."""
+        try:
+            fn = launcher(load_kernel(ks.par_key, ks.par_source), ks.threads)
+            _warm_up(fn, ks)
+        except Exception as exc:
+            log.warning("functrace: the parallel variant of the kernel for group %d failed "
+                        "to compile, it stays serial: %s", ks.group.id, str(exc)[:500])
+            self.compile_failures.append(str(exc))
+            return False
+        name = prog.kernel_names[ks.key]
+        prog.namespace[name] = fn
+        if self._ns is not None:
+            self._ns[name] = fn
+        self.parallel_kernels += 1
+        return True
+
+    def upgrade(self) -> Executable:
+        """Compile the parallel variants of the kernels the cost model gives several
+        threads and run them from the next call (results are the same bits); idempotent.
+        Called by itself after ``FUNCTRACE_PARALLEL_AFTER`` compiled calls."""
+        self.compile()
+        with self._lock:
+            if self._serial_runs_left is None:
+                return self
+            prog = self._program
+            t0 = time.perf_counter()
+            for ks in prog.kernels.values():
+                if ks.par_key is not None and not getattr(
+                        self._ns[prog.kernel_names[ks.key]], "threads", 0):
+                    self._load_parallel(prog, ks)
+            self._serial_runs_left = None
+            log.info("functrace: %d parallel kernels compiled in %.3f s",
+                     self.parallel_kernels, time.perf_counter() - t0)
         return self
 
     def _new_pool(self):
@@ -188,6 +243,11 @@ class Executable(ExecutableBase):
                 driver = self._driver
             else:
                 return reference.run(self.graph, args)
+        if self._serial_runs_left is not None:
+            if self._serial_runs_left <= 0:
+                self.upgrade()
+            else:
+                self._serial_runs_left -= 1
         args = [a if type(a) is np.ndarray else np.asarray(a) for a in args]
         pools = self._pools
         try:
@@ -231,9 +291,14 @@ def _warm_up(fn, ks: KernelStep) -> None:
 _executables = caches.LRU("numba_cpu.executables", scale=4, weak_values=True)
 
 
-def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: bool = False,
-            hot_after: int | None = None, cached_after: int | None = None) -> Executable:
-    """The cached Executable of ``graph`` (equal graphs share one while it is held)."""
+def compile(graph: Graph, *, parallel: Threads | bool | int | str = SERIAL,
+            donate: tuple = (), eager: bool = False, hot_after: int | None = None,
+            cached_after: int | None = None) -> Executable:
+    """The cached Executable of ``graph`` (equal graphs share one while it is held).
+
+    ``parallel``: ``ft.jit``'s ``threads=`` (``"auto"``, a count, False) or a resolved
+    ``threads.Threads``; kernels whose work pays for it run on that many threads."""
+    parallel = resolve(parallel)
     key = (graph, parallel, tuple(donate), eager, hot_after, cached_after)
     ex = _executables.get(key)
     if ex is None:
@@ -243,6 +308,7 @@ def compile(graph: Graph, *, parallel: bool = False, donate: tuple = (), eager: 
     return ex
 
 
-def lower(graph: Graph, *, parallel: bool = False, donate: tuple = ()) -> Program:
+def lower(graph: Graph, *, parallel: Threads | bool | int | str = SERIAL,
+          donate: tuple = ()) -> Program:
     """The lowered program of ``graph``: plan and sources, nothing compiled."""
     return compile(graph, parallel=parallel, donate=donate).lower()

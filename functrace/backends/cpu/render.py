@@ -2,8 +2,10 @@
 loop nest (``render_cpu``). Elementwise groups are one loop nest; a reduction accumulates
 straight into its output when the innermost loop axis is kept, and otherwise runs the inner
 axis in chunks of ``CHUNK`` (a vectorised buffer fill, a pairwise halving sum, Neumaier
-compensation across chunks; logsumexp in two passes). Text only: never imports numba.
-Imports ``lowering.spec``."""
+compensation across chunks; logsumexp in two passes). A reduction over the outermost axis
+runs in blocks of it fixed by the extents (``reduction_blocks``), the same in the serial and
+the parallel (``prange``) kernel, so results never depend on the thread count. Text only:
+never imports numba. Imports ``lowering.spec``."""
 
 from __future__ import annotations
 
@@ -80,12 +82,52 @@ def _as_input(red: Reduction, v: str) -> str:
     return v
 
 
+#: Reductions over the outermost loop axis run in blocks of that axis, each reduced into its
+#: own slot, the slots then combined in block order. The number of blocks depends on the
+#: extents only (never on the thread count, nor on whether the kernel is the parallel
+#: variant), so one thread and many give the same bits. At most ``MAX_BLOCKS`` blocks, each
+#: of at least ``BLOCK_MIN`` elements, and the slots (``blocks x`` output size) at most a
+#: quarter of the elements read; a reduction too small for two blocks is one block, which is
+#: exactly the unblocked loop.
+MAX_BLOCKS = 64
+BLOCK_MIN = 1 << 15
+#: Parallel kernels whose outermost axis is kept split it into at most this many blocks (one
+#: scratch buffer each, not one per row; results do not depend on it).
+KEPT_BLOCKS = 256
+
+
+def reduction_blocks(extents, red: Reduction | None) -> int:
+    """How many blocks a kernel of these loop extents reduces its outermost axis in (1 when
+    it is not reduced); the rendered kernel computes the same number from its extents."""
+    if red is None or not blocked_reduction(red, len(extents)):
+        return 1
+    tot = 1
+    for n in extents:
+        tot *= int(n)
+    outn = 1
+    for d, n in enumerate(extents):
+        if d not in red.axes:
+            outn *= int(n)
+    return max(1, min(MAX_BLOCKS, int(extents[0]), tot // BLOCK_MIN, tot // (4 * outn)))
+
+
+def blocked_reduction(red: Reduction, nd: int) -> bool:
+    """Whether a reduction is rendered in blocks of its outermost (reduced) axis: every kind
+    but logsumexp (its two passes need the global maximum first)."""
+    return nd > 0 and 0 in red.axes and red.kind != "logsumexp"
+
+
 class _Writer:
     def __init__(self):
         self.lines: list[str] = []
-        self.prange = False
+        self.prange = False        # the outermost loop is a numba.prange (elementwise kernels)
+        self.outer = None          # (lo, hi) bounds of the outermost loop inside a block
+        self.r = "r"               # where the reduction accumulates (``rb``: a block's slot)
 
     def loop(self, depth: int, d: int):
+        if d == 0 and self.outer is not None:
+            self(depth, f"for i0 in range({self.outer[0]}, {self.outer[1]}):")
+            return
         rng = "numba.prange" if self.prange and d == 0 else "range"
         self(depth, f"for i{d} in {rng}(n{d}):")
 
@@ -98,9 +140,13 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     """The Python source of a numba CPU kernel for ``spec``.
 
     Signature: ``fn(n0, .., n{k-1}, a0, .., o0, .., [r])`` with the loop extents, the operands
-    reshaped as the binding says, the elementwise outputs and the reduction output. With
-    ``parallel`` the outermost loop is a ``numba.prange`` when it is not reduced (iterations
-    then write disjoint outputs).
+    reshaped as the binding says, the elementwise outputs and the reduction output.
+
+    With ``parallel`` the outermost loop runs over threads: a ``numba.prange`` for
+    elementwise kernels, a ``prange`` over blocks of it for reductions that keep it
+    (iterations write disjoint outputs). A reduction over the outermost axis is rendered in
+    blocks (``reduction_blocks``) whether ``parallel`` or not, and ``parallel`` only makes
+    the block loop a ``prange``: the serial and the parallel kernel add in the same order.
     """
     nd = spec.ndim
     red = spec.reduction
@@ -109,8 +155,9 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     if red is not None:
         args.append("r")
     w = _Writer()
-    w.prange = parallel and nd > 0 and (red is None or 0 not in red.axes) and not (
-        red is not None and nd == 1)
+    blocked = red is not None and blocked_reduction(red, nd)
+    kept_blocks = parallel and not blocked and red is not None and nd > 0
+    w.prange = parallel and nd > 0 and red is None
     for h in spec.helpers:
         w(0, h + "\n\n")
     if decorator:
@@ -131,12 +178,79 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     # lower or equal depth, and body lines are already in dependency order
     if red is None:
         _render_loops(w, spec, by_depth, base, nd, inner=None)
-    elif (nd - 1) not in red.axes:
-        _render_direct_reduction(w, spec, by_depth, base)
+    elif blocked:
+        _render_blocked(w, spec, by_depth, base, parallel)
     else:
-        _render_chunked_reduction(w, spec, by_depth, base)
+        if kept_blocks:
+            w.outer = ("lo", "hi")
+        if (nd - 1) not in red.axes:
+            _render_direct_reduction(w, spec, by_depth, base)
+        else:
+            _render_chunked_reduction(w, spec, by_depth, base)
     w(base, "return 0")
     return "\n".join(w.lines) + "\n"
+
+
+def _open_blocks(w, base: int, nb: str, parallel: bool) -> int:
+    """``for b in (p)range(nb):`` with the block's outermost-axis bounds ``lo``, ``hi``;
+    returns the indent of the block's body."""
+    rng = "numba.prange" if parallel else "range"
+    w(base, f"for b in {rng}({nb}):")
+    w(base + 1, f"lo = (b * n0) // {nb}")
+    w(base + 1, f"hi = ((b + 1) * n0) // {nb}")
+    return base + 1
+
+
+def _render_blocked(w, spec, by_depth, base, parallel):
+    """A reduction over the outermost axis: each block of it reduces into its own slot of
+    ``P`` (``rb``, laid out like ``r``), then the slots are combined in block order. A
+    single block is the unblocked loop (its slot is copied to ``r``)."""
+    red = spec.reduction
+    nd = spec.ndim
+    keep = [d for d in range(nd) if d not in red.axes]
+    tot = " * ".join(f"n{d}" for d in range(nd))
+    outn = " * ".join(f"n{d}" for d in keep) or "1"
+    w(base, f"nb = max(1, min({MAX_BLOCKS}, n0, ({tot}) // {BLOCK_MIN}, "
+            f"({tot}) // (4 * {outn})))")
+    # the 1-d chunked sum keeps its slot in the accumulator's type (a block's compensated
+    # sum), every other kind accumulates in the output's type, as the unblocked loop does
+    one_d = nd == 1
+    pdt = _acc_dtype(red) if one_d else red.dtype
+    w(base, f"P = np.empty((nb,) + r.shape, {dtype_ctor(pdt)})")
+    ind = _open_blocks(w, base, "nb", parallel)
+    w(ind, "rb = P[b]")
+    w.r = "rb"
+    w.outer = ("lo", "hi")
+    if (nd - 1) not in red.axes:
+        _render_direct_reduction(w, spec, by_depth, ind)
+    else:
+        _render_chunked_reduction(w, spec, by_depth, ind)
+    w.r, w.outer = "r", None
+    # combine the slots in block order, one output element at a time
+    for j, d in enumerate(keep):
+        rng = "numba.prange" if parallel and j == 0 else "range"
+        w(base + j, f"for j{d} in {rng}(n{d}):")
+    ind = base + len(keep)
+    jidx = ", ".join(f"j{d}" for d in keep) if keep else "0"
+    adt = pdt
+    comp = one_d and red.kind == "sum" and adt.kind == "f"
+    w(ind, f"pa = P[0, {jidx}]")
+    if comp:
+        w(ind, f"pc = {const_expr(0, adt)}")
+    w(ind, "for pb in range(1, nb):")
+    if comp:   # Neumaier across blocks, as across chunks
+        w(ind + 1, f"ps = P[pb, {jidx}]")
+        w(ind + 1, "pt = pa + ps")
+        w(ind + 1, "if pt - pt == 0:")
+        w(ind + 2, "pc += ((pa - pt) + ps) if abs(pa) >= abs(ps) else ((ps - pt) + pa)")
+        w(ind + 1, "pa = pt")
+        w(ind, "pa = pa + pc if pa - pa == 0 else pa")
+    else:
+        expr = _combine(red.kind, "pa", f"P[pb, {jidx}]", adt)
+        if adt not in NATIVE_DTYPES:
+            expr = f"{dtype_ctor(adt)}({expr})"
+        w(ind + 1, f"pa = {expr}")
+    w(ind, f"r[{jidx}] = {dtype_ctor(red.dtype)}(pa)")
 
 
 def _emit_level(w, by_depth, depth, indent):
@@ -167,11 +281,11 @@ def _render_init(w, spec, base, ident):
     """Fill the reduction output with the identity (when it accumulates over loops)."""
     keep = [d for d in range(spec.ndim) if d not in spec.reduction.axes]
     if not keep:
-        w(base, f"r[0] = {ident}")
+        w(base, f"{w.r}[0] = {ident}")
         return
     for j, d in enumerate(keep):
         w(base + j, f"for i{d} in range(n{d}):")
-    w(base + len(keep), f"r[{index_list(keep)}] = {ident}")
+    w(base + len(keep), f"{w.r}[{index_list(keep)}] = {ident}")
 
 
 def _render_direct_reduction(w, spec, by_depth, base):
@@ -180,13 +294,15 @@ def _render_direct_reduction(w, spec, by_depth, base):
     odt = red.dtype
     _render_init(w, spec, base, _identity(red, odt))
     ridx = _red_outindex_list(spec)
+    if w.outer is not None and w.r == "r":   # parallel blocks of the kept outer axis
+        base = _open_blocks(w, base, f"min(n0, {KEPT_BLOCKS})", True)
 
     def inner(ind):
         v = _as_input(red, red.value)
-        expr = _combine(red.kind, f"r[{ridx}]", v, odt)
+        expr = _combine(red.kind, f"{w.r}[{ridx}]", v, odt)
         if odt not in NATIVE_DTYPES:
             expr = f"{dtype_ctor(odt)}({expr})"
-        w(ind, f"r[{ridx}] = {expr}")
+        w(ind, f"{w.r}[{ridx}] = {expr}")
     _render_loops(w, spec, by_depth, base, spec.ndim, inner)
 
 
@@ -204,21 +320,22 @@ def _render_chunked_reduction(w, spec, by_depth, base):
     outer_reduced = any(d in red.axes for d in range(inner))
     if outer_reduced:
         _render_init(w, spec, base, _identity(red, red.dtype))
-    if not w.prange:
-        w(base, f"buf = np.empty({CHUNK}, {ctor})")
+    if w.outer is not None and w.r == "r":   # parallel blocks of the kept outer axis
+        base = _open_blocks(w, base, f"min(n0, {KEPT_BLOCKS})", True)
+    # one buffer per kernel call, or per block (blocks may run on different threads)
+    w(base, f"buf = np.empty({CHUNK}, {ctor})")
     _emit_level(w, by_depth, 0, base)
     for d in range(inner):
         w.loop(base + d, d)
         _emit_level(w, by_depth, d + 1, base + d + 1)
     ind = base + inner
-    if w.prange:   # one buffer per outer iteration: iterations run on different threads
-        w(ind, f"buf = np.empty({CHUNK}, {ctor})")
     ridx = _red_outindex_list(spec)
     full = index_list(range(nd))
     v = _as_input(red, red.value)
     vin = f"{ctor}({v})" if adt != red.in_dtype or v != red.value else v
     passes = ["max", "sumexp"] if red.kind == "logsumexp" else [red.kind]
-    n = f"n{inner}"
+    # a 1-d reduction in blocks: the chunks of this block's range
+    lo, hi = w.outer if inner == 0 and w.outer is not None else ("0", f"n{inner}")
     for pname in passes:
         kind = "sum" if pname == "sumexp" else pname
         pident = _identity(dataclasses.replace(red, kind=kind), adt)
@@ -226,8 +343,8 @@ def _render_chunked_reduction(w, spec, by_depth, base):
         w(ind, f"acc = {pident}")
         if comp:
             w(ind, f"cmp = {const_expr(0, adt)}")
-        w(ind, f"for c in range(0, {n}, {CHUNK}):")
-        w(ind + 1, f"m = min({CHUNK}, {n} - c)")
+        w(ind, f"for c in range({lo}, {hi}, {CHUNK}):")
+        w(ind + 1, f"m = min({CHUNK}, {hi} - c)")
         w(ind + 1, "for l in range(m):")
         # unsigned: numba then skips negative-index wraparound, which blocks vectorisation
         w(ind + 2, f"i{inner} = np.uint64(c + l)")
@@ -259,6 +376,9 @@ def _render_chunked_reduction(w, spec, by_depth, base):
             w(ind, f"shift = acc if acc - acc == 0 else {const_expr(0, adt)}")
     res = "vm.vlog(acc) + shift" if red.kind == "logsumexp" else "acc"
     odt = red.dtype
+    if inner == 0 and w.r != "r":   # a block's slot keeps the accumulator's type
+        w(ind, f"{w.r}[0] = acc")
+        return
     if outer_reduced:
-        res = _combine(red.kind, f"r[{ridx}]", f"{dtype_ctor(odt)}({res})", odt)
-    w(ind, f"r[{ridx}] = {dtype_ctor(odt)}({res})")
+        res = _combine(red.kind, f"{w.r}[{ridx}]", f"{dtype_ctor(odt)}({res})", odt)
+    w(ind, f"{w.r}[{ridx}] = {dtype_ctor(odt)}({res})")
