@@ -191,6 +191,8 @@ def _inline(kernel_text: str, args: list[str], sfx: str) -> list[str]:
         def visit_Name(self, node):
             if node.id in local:
                 return ast.copy_location(ast.Name(node.id + sfx, node.ctx), node)
+            if node.id == "vm":         # vecmath: called, not inlined (``vecmath_calls``)
+                return ast.copy_location(ast.Name("vc", node.ctx), node)
             return node
     lines = [f"{p}{sfx} = {a}" for p, a in zip(params, args)]
     for st in body[:-1]:
@@ -204,11 +206,11 @@ def _rows(m) -> str:
 
 
 def _view(name: str, shape) -> str:
-    """A flat buffer as the ``shape`` a kernel reads (1-d: the buffer itself; each reshape
-    costs numba compile time)."""
+    """A flat buffer as the ``shape`` a kernel reads (1-d: the buffer itself; else a view
+    made by ``views.shaped``: numba's reshape costs compile time at every call site)."""
     if len(shape) == 1:
         return name
-    return f"{name}.reshape({tuple(int(n) for n in shape)!r})"
+    return f"av.shaped({name}, {tuple(int(n) for n in shape)!r})"
 
 
 class LoopStep:
@@ -435,7 +437,9 @@ def _module_text(lines: list[str]) -> str:
             "from functrace.backends.cpu import vecmath as vm\n"
             "from functrace.backends.cpu import vecmath_special as vs\n"
             "from functrace.backends.cpu import vecmath_incomplete as vi\n"
-            "from functrace.backends.cpu import scalar as cs\n\n\n")
+            "from functrace.backends.cpu import scalar as cs\n"
+            "from functrace.backends.cpu import vecmath_calls as vc\n"
+            "from functrace.backends.cpu import views as av\n\n\n")
     return head + "\n".join(lines) + "\n"
 
 

@@ -82,7 +82,8 @@ def vecmath_hash() -> str:
         h = hashlib.sha256()
         for name in ("vecmath.py", "vecmath_f32.py", "vecmath_llvm.py", "scalar.py",
                      "vecmath_special.py", "vecmath_special_tables.py", "vecmath_incgamma.py",
-                     "vecmath_incbeta.py", "vecmath_incomplete.py"):
+                     "vecmath_incbeta.py", "vecmath_incomplete.py", "vecmath_calls.py",
+                     "views.py"):
             path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
             with open(path, "rb") as f:
                 h.update(f.read())
