@@ -8,8 +8,9 @@ caller, and numba copies and re-types its whole IR at each call site (tanh: ~0.3
 module's compile, measured on the scan RNN benchmark). Called instead, its machine code
 comes from numba's cache and only LLVM sees it again: numba links the callee into the
 loop's module before optimising it, so LLVM still inlines it into the trip and vectorises
-the kernel's element loop (the benchmark's warm time is unchanged; tests/backends/
-test_control_flow_jit... check the values). Flags: numba's ``error_model="numpy"`` and no
+the kernel's element loop (the benchmark's warm time is unchanged;
+``test_compiled_loop_calls_vecmath_and_views_buffers_bit_for_bit`` in
+tests/transforms/test_control_flow.py checks the bits). Flags: numba's ``error_model="numpy"`` and no
 fast-math flag, the kernels' own (``vecmath.JIT_OPTIONS``): results are bit for bit those of
 the inlined function.
 
