@@ -10,9 +10,9 @@ comes from numba's cache and only LLVM sees it again: numba links the callee int
 loop's module before optimising it, so LLVM still inlines it into the trip and vectorises
 the kernel's element loop (the benchmark's warm time is unchanged;
 ``test_compiled_loop_calls_vecmath_and_views_buffers_bit_for_bit`` in
-tests/transforms/test_control_flow.py checks the bits). Flags: numba's ``error_model="numpy"`` and no
-fast-math flag, the kernels' own (``vecmath.JIT_OPTIONS``): results are bit for bit those of
-the inlined function.
+tests/transforms/test_control_flow.py checks the bits). Flags: numba's
+``error_model="numpy"`` and no fast-math flag, the kernels' own (``vecmath.JIT_OPTIONS``):
+results are bit for bit those of the inlined function.
 
 Any public name of ``vecmath`` resolves here (module ``__getattr__``, which numba's typing
 uses too), made on first use. numba's cache checks only ``vecmath.py``'s time stamp, not the
