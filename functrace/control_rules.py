@@ -301,6 +301,8 @@ def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
         nc <= i < nc + nh or (cotangent_wanted(i) and i in reach)))
     seeds = tuple(None if not _float(o.aval) else "input" if k < nh or cts[k] is not None
                   else None for k, o in enumerate(body.outputs))
+    if not wrt:     # no float carry and nothing reaches a result: no cotangent anywhere
+        return (None,) * len(ins)
     key = (body, length, nc, nh, xs, wrt, seeds)
     plan = _vjp_plans.get(key)
     if plan is None:

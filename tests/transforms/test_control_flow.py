@@ -409,3 +409,15 @@ def test_compiled_loop_calls_vecmath_and_views_buffers_bit_for_bit(dtype):
     g = ft.jit(ft.grad(lambda h, xs: fnp.sum(looped(h, xs)[1])), eager=True)
     want = ft.grad(lambda h, xs: fnp.sum(unrolled(h, xs)[1]))(h0, xs)
     np.testing.assert_allclose(g(h0, xs), want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_gradient_of_a_map_that_no_input_reaches_differentiably():
+    """A loop with no float carry whose results depend on no input through differentiable
+    ops (``sign``, ``floor``) gives no cotangent: its reverse rule binds no backward loop (a
+    loop with no results crashed the optimizer; found by the fuzzer's ``ft.map`` steps)."""
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+    def f(x):
+        return fnp.sum(ft.map(lambda r: fnp.sign(x) * fnp.floor(r), x))
+    for g in (ft.grad(f), ft.jit(ft.grad(f), backend="numpy"), ft.jit(ft.grad(f))):
+        np.testing.assert_array_equal(g(x), np.zeros_like(x))
