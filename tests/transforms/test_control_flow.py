@@ -421,3 +421,30 @@ def test_gradient_of_a_map_that_no_input_reaches_differentiably():
         return fnp.sum(ft.map(lambda r: fnp.sign(x) * fnp.floor(r), x))
     for g in (ft.grad(f), ft.jit(ft.grad(f), backend="numpy"), ft.jit(ft.grad(f))):
         np.testing.assert_array_equal(g(x), np.zeros_like(x))
+
+
+def test_a_loop_body_that_cannot_compile_is_logged_with_the_op_and_line(caplog):
+    """A scan/fori body the compiled loop cannot hold (a gather, a nested cond) runs as a
+    Python loop over kernels: the stdlib logger ``functrace`` says so at INFO, naming the op
+    that forced it and the user's line; a body that compiles logs nothing of the kind."""
+    import logging
+    xs = np.arange(5.0)
+
+    def gather(x):
+        return ft.fori_loop(0, 5, lambda i, acc: acc + fnp.take(xs, i, 0) * x, 0.0)
+
+    def nested(x):
+        return ft.scan(lambda c, r: (ft.cond(c > 0, lambda: c * r, lambda: c - r), c), x,
+                       xs)[0]
+
+    def fine(x):
+        return ft.scan(lambda c, r: (fnp.tanh(c * r), c), x, xs)[0]
+    with caplog.at_level(logging.INFO, logger="functrace"):
+        assert ft.jit(gather)(2.0) == 20.0
+        assert ft.jit(nested)(1.0) == nested(1.0)
+        assert np.isclose(ft.jit(fine)(0.5), fine(0.5))
+    msgs = [r.getMessage() for r in caplog.records if "not as one compiled loop" in r.getMessage()]
+    assert len(msgs) == 2, msgs
+    assert "gather (" in msgs[0] and "test_control_flow.py:" in msgs[0], msgs[0]
+    assert "fnp.take(xs, i, 0)" in msgs[0], msgs[0]
+    assert "cond (" in msgs[1] and "(5 trips)" in msgs[1], msgs[1]
