@@ -1,5 +1,6 @@
-"""Array views for numba-compiled loops (``cpu_loop``): ``shaped(buf, shape)``, a flat
-C-contiguous buffer seen with another C shape, without numba's ``reshape``.
+"""Array helpers for numba-compiled loops (``cpu_loop``): ``shaped(buf, shape)``, a flat
+C-contiguous buffer seen with another C shape, without numba's ``reshape``; ``copy(dst,
+src)``, one flat buffer into another, compiled once into numba's disk cache.
 
 Why: numba's ``ndarray.reshape`` checks its argument at run time through a helper
 (``_attempt_nocopy_reshape``) that numba compiles as a subroutine the first time a process
@@ -10,15 +11,21 @@ the view needs no check: ``shaped`` builds the array structure (same data, memin
 parent; C strides of ``shape``) directly. A buffer of any other layout is a typing error,
 never a wrong view.
 
+``copy``: every ``for q in range(n): dst[q] = src[q]`` a loop module writes itself costs
+~35 ms of numba lowering and LLVM (a loop copies its initial carries in and its final
+carries out, and results not written in place, each trip); called, the copy is compiled once
+per signature and cached next to this file, and LLVM inlines it into the caller.
+
 Imports numba and numpy only; nothing in functrace imports it except generated loop modules.
 """
 
+import numba
 from numba.core import cgutils, types
 from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["shaped"]
+__all__ = ["shaped", "copy"]
 
 
 @intrinsic
@@ -46,3 +53,11 @@ def shaped(typingctx, buf, shape):
                        itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
         return impl_ret_borrowed(context, builder, sig.return_type, dst._getvalue())
     return ret(buf, shape), codegen
+
+
+@numba.njit(cache=True, error_model="numpy", boundscheck=False, nogil=True)
+def copy(dst, src):
+    """``dst[:] = src`` for 1-d buffers of the same length (numba's slice assignment costs
+    ~1.6 s of compile)."""
+    for q in range(dst.shape[0]):
+        dst[q] = src[q]
