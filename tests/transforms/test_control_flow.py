@@ -430,8 +430,8 @@ def test_a_loop_body_that_cannot_compile_is_logged_with_the_op_and_line(caplog):
     import logging
     xs = np.arange(5.0)
 
-    def gather(x):
-        return ft.fori_loop(0, 5, lambda i, acc: acc + fnp.take(xs, i, 0) * x, 0.0)
+    def gather(x):      # (at i itself it would be a per-trip read, which compiles)
+        return ft.fori_loop(0, 4, lambda i, acc: acc + fnp.take(xs, i + 1, 0) * x, 0.0)
 
     def nested(x):
         return ft.scan(lambda c, r: (ft.cond(c > 0, lambda: c * r, lambda: c - r), c), x,
@@ -446,7 +446,7 @@ def test_a_loop_body_that_cannot_compile_is_logged_with_the_op_and_line(caplog):
     msgs = [r.getMessage() for r in caplog.records if "not as one compiled loop" in r.getMessage()]
     assert len(msgs) == 2, msgs
     assert "gather (" in msgs[0] and "test_control_flow.py:" in msgs[0], msgs[0]
-    assert "fnp.take(xs, i, 0)" in msgs[0], msgs[0]
+    assert "fnp.take(xs, i + 1, 0)" in msgs[0] and "(4 trips)" in msgs[0], msgs[0]
     assert "cond (" in msgs[1] and "(5 trips)" in msgs[1], msgs[1]
 
 
@@ -483,3 +483,55 @@ def test_eager_scan_gradient_runs_the_forward_loop_once():
     # higher order still composes: the tape over a tape records the loops as before
     np.testing.assert_allclose(ft.hessian(loss)(w, xs),
                                ft.jit(ft.hessian(loss), backend="numpy")(w, xs), rtol=1e-12)
+
+
+@pytest.mark.parametrize("lo, hi, rows", [(0, 5, True), (1, 4, True), (-5, -1, True),
+                                          (-3, 0, True), (-2, 2, False), (2, 2, False)])
+def test_fori_rows_gathered_at_the_counter_are_per_trip_reads(lo, hi, rows):
+    """``fnp.take(xs, i, 0)`` / ``ys[i]`` at a static fori_loop's counter become per-trip
+    row reads (``passes.loops.counter_rows``), so the loop and its gradient compile as one
+    numba loop each; indices that cross zero (numpy's wrap) or a loop with no trip keep the
+    gather. Values and gradients against the Python loop, eager, jitted and on the
+    interpreter, float64 and float32."""
+    from functrace.core import Graph
+    for dt in (np.float64, np.float32):
+        xs = np.linspace(-1.0, 1.5, 10).reshape(5, 2).astype(dt)
+
+        def f(x, ys):
+            return ft.fori_loop(lo, hi, lambda i, acc: fnp.sin(acc * x + ys[i])
+                                + fnp.take(xs, i, 0), fnp.zeros(2, dt))
+
+        def f_py(x, ys):
+            acc = np.zeros(2, dt)
+            for i in range(lo, hi):
+                acc = np.sin(acc * x + ys[i]) + xs[i]
+            return acc
+
+        def loss(x, ys):
+            return fnp.sum(f(x, ys) ** 2)
+
+        x, ys = dt(0.7), (xs[::-1] * 0.5).copy()
+        tol = dict(rtol=1e-5, atol=1e-6) if dt == np.float32 else dict(rtol=1e-12,
+                                                                         atol=1e-14)
+        for fn in (ft.jit(f), ft.jit(f, backend="numpy")):    # (eager: ys[i] needs ys
+            np.testing.assert_allclose(fn(x, ys), f_py(x, ys), **tol)     # traced)
+        value, _ = ft.value_and_grad(loss, argnums=(0, 1))(x, ys)
+        np.testing.assert_allclose(value, (f_py(x, ys) ** 2).sum(), **tol)
+        eps = 1e-6
+        fd = (f_py(0.7 + eps, ys.astype(np.float64)) ** 2).sum() - \
+            (f_py(0.7 - eps, ys.astype(np.float64)) ** 2).sum()
+        g = ft.grad(loss, argnums=(0, 1))
+        want = g(x, ys)
+        np.testing.assert_allclose(want[0], fd / (2 * eps), rtol=1e-3 if dt == np.float32
+                                   else 1e-6, atol=1e-6)
+        for gj in (ft.jit(g), ft.jit(g, backend="numpy")):
+            for a, b in zip(gj(x, ys), want):
+                np.testing.assert_allclose(a, b, **tol)
+        sym = ft.trace(f)(x, ys)    # (traced: ys[i] records a gather)
+        body = next(e.params["body"] for e in sym.nodes if e.op.name == "loop")
+        assert isinstance(body, Graph)
+        names = {e.op.name for e in body.eqns}
+        assert ("gather" not in names) == rows, names
+        src = ft.jit(g).lower(x, ys).source.split("def driver")[1]
+        if rows:    # forward and gradient loops both compiled
+            assert src.count("# loop:") == 2 and "= f" not in src.split("# loop:")[0], src
