@@ -205,14 +205,14 @@ def _render_chunked_reduction(w, spec, by_depth, base):
     if outer_reduced:
         _render_init(w, spec, base, _identity(red, red.dtype))
     if not w.prange:
-        w(base, f"buf = np.empty({CHUNK}, {ctor})")
+        w(base, f"buf = av.scratch({CHUNK}, {ctor})")
     _emit_level(w, by_depth, 0, base)
     for d in range(inner):
         w.loop(base + d, d)
         _emit_level(w, by_depth, d + 1, base + d + 1)
     ind = base + inner
     if w.prange:   # one buffer per outer iteration: iterations run on different threads
-        w(ind, f"buf = np.empty({CHUNK}, {ctor})")
+        w(ind, f"buf = av.scratch({CHUNK}, {ctor})")
     ridx = _red_outindex_list(spec)
     full = index_list(range(nd))
     v = _as_input(red, red.value)

@@ -101,6 +101,7 @@ def kernel_module_source(spec, parallel: bool = False) -> tuple[str, str]:
                    "from functrace.backends.cpu import vecmath as vm\n"
                    "from functrace.backends.cpu import vecmath_special as vs\n"
                    "from functrace.backends.cpu import vecmath_incomplete as vi\n"
-                   "from functrace.backends.cpu import scalar as cs\n\n\n") + body
+                   "from functrace.backends.cpu import scalar as cs\n"
+                   "from functrace.backends.cpu import views as av\n\n\n") + body
     key = spec_key(text)
     return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)

@@ -1,6 +1,7 @@
 """Array helpers for numba-compiled loops (``cpu_loop``): ``shaped(buf, shape)``, a flat
 C-contiguous buffer seen with another C shape, without numba's ``reshape``; ``copy(dst,
-src)``, one flat buffer into another, compiled once into numba's disk cache.
+src)``, one flat buffer into another, and ``scratch(n, dtype)``, a new buffer, both
+compiled once into numba's disk cache.
 
 Why: numba's ``ndarray.reshape`` checks its argument at run time through a helper
 (``_attempt_nocopy_reshape``) that numba compiles as a subroutine the first time a process
@@ -16,16 +17,18 @@ never a wrong view.
 carries out, and results not written in place, each trip); called, the copy is compiled once
 per signature and cached next to this file, and LLVM inlines it into the caller.
 
-Imports numba and numpy only; nothing in functrace imports it except generated loop modules.
+Imports numba and numpy only; nothing in functrace imports it except generated kernel and
+loop modules.
 """
 
 import numba
+import numpy as np
 from numba.core import cgutils, types
 from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["shaped", "copy"]
+__all__ = ["shaped", "copy", "scratch"]
 
 
 @intrinsic
@@ -61,3 +64,11 @@ def copy(dst, src):
     ~1.6 s of compile)."""
     for q in range(dst.shape[0]):
         dst[q] = src[q]
+
+
+@numba.njit(cache=True, error_model="numpy", boundscheck=False, nogil=True)
+def scratch(n, dtype):
+    """``np.empty(n, dtype)``, compiled once per dtype into numba's cache: a kernel that
+    calls ``np.empty`` itself has numba compile numpy's allocation code in every process
+    (~0.2 s the first time; the chunked reductions' buffer)."""
+    return np.empty(n, dtype)
