@@ -28,6 +28,7 @@ from . import (
 from .core import AVal, Graph, Var, on_device, to_host
 from .errors import ConcretizationError, FunctraceTypeError, ShapeError, where
 from .ops.control import branch_index, cond_p, loop_p, loop_read_spec, while_p
+from .passes.loops import counter_rows
 from .tracing import Tracer, bind, current_trace, trace_to_graph
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
@@ -285,9 +286,11 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     return _scan(f, init, xs, length, reverse, "scan: the body", getattr(f, "__name__", "f"))
 
 
-def _scan(f, init, xs, length, reverse, what: str, name: str, hidden: int = 0):
+def _scan(f, init, xs, length, reverse, what: str, name: str, hidden: int = 0,
+          counter: int | None = None):
     """``scan``; ``what``/``name`` name the user's function in errors, whose first
-    ``hidden`` carry leaves are the caller's own (fori_loop's counter)."""
+    ``hidden`` carry leaves are the caller's own (fori_loop's counter, which starts at
+    ``counter``: ``passes.loops.counter_rows`` applies)."""
     x_leaves, x_tree = tree_util.tree_flatten(xs)
     x_leaves = [_leaf_value(x) for x in x_leaves]
     lengths = {_aval(x).shape[0] if _aval(x).ndim else None for x in x_leaves}
@@ -330,8 +333,11 @@ def _scan(f, init, xs, length, reverse, what: str, name: str, hidden: int = 0):
     n_cap = len(sub.captured)
     body = _reorder(g, list(range(nc + nx, nc + nx + n_cap)) + list(range(nc + nx)))
     specs = tuple(loop_read_spec(_aval(x).shape, reverse) for x in x_leaves)
-    outs = bind(loop_p, *sub.captured, *c_leaves, *x_leaves, body=body, length=n,
-                n_consts=n_cap, n_carry=nc, xs=specs)
+    operands = [*sub.captured, *c_leaves, *x_leaves]
+    params = dict(body=body, length=n, n_consts=n_cap, n_carry=nc, xs=specs)
+    if counter is not None:     # fori_loop: rows gathered at its counter become reads
+        operands, params = counter_rows(operands, params, 0, counter)
+    outs = bind(loop_p, *operands, **params)
     carry = list(outs[:nc])
     ys = list(outs[nc:])
     if reverse:
@@ -440,7 +446,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
 
         (_, val), _ = _scan(step, (np.asarray(lo_i, itype), init_val), None,
                             max(hi_i - lo_i, 0), False, "fori_loop: body_fun",
-                            getattr(body_fun, "__name__", "body_fun"), hidden=1)
+                            getattr(body_fun, "__name__", "body_fun"), hidden=1,
+                            counter=lo_i)
         return val
     lo = lower if isinstance(lower, Tracer) else _concrete(lower)
     hi = upper if isinstance(upper, Tracer) else _concrete(upper)

@@ -45,7 +45,7 @@ from .ops.control import (
     while_p,
 )
 from .passes.simplify import dce
-from .tracing import bind, cotangent_wanted, eval_graph, trace_to_graph
+from .tracing import bind, cotangent_wanted, eval_graph, saved_forward, trace_to_graph
 
 __all__ = ["partial_eval_vjp"]
 
@@ -289,24 +289,55 @@ class _LoopVjpPlan:
 _vjp_plans = caches.LRU("control.loop_vjp_plans", scale=1)
 
 
-def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
-    nc, nh, nx = n_consts, n_carry, len(xs)
-    n_out = len(body.outputs)
-    if length == 0:   # nothing ran: the initial carries are the results
-        return (None,) * nc + tuple(cts[:nh]) + (None,) * nx
+def _loop_plan(has_ct, body, length, nc, nh, xs):
+    """The cached ``_LoopVjpPlan`` and its key, for cotangents on the outputs ``has_ct``
+    says; None when no input gets a cotangent."""
     # carries always: their cotangent flows from trip to trip even when the initial value
     # needs none; constants and per-trip reads only where a cotangent is wanted
     reach = _reaching(body)
     wrt = tuple(i for i, v in enumerate(body.inputs) if _float(v.aval) and (
         nc <= i < nc + nh or (cotangent_wanted(i) and i in reach)))
-    seeds = tuple(None if not _float(o.aval) else "input" if k < nh or cts[k] is not None
+    seeds = tuple(None if not _float(o.aval) else "input" if k < nh or has_ct(k)
                   else None for k, o in enumerate(body.outputs))
+    if not wrt:     # no float carry and nothing reaches a result: no cotangent anywhere
+        return None, None
     key = (body, length, nc, nh, xs, wrt, seeds)
     plan = _vjp_plans.get(key)
     if plan is None:
         plan = _vjp_plans[key] = _LoopVjpPlan(body, length, nc, nh, xs, wrt, seeds)
+    return plan, key
+
+
+def _loop_vjp_forward(ins, *, body, length, n_consts, n_carry, xs):
+    """``loop_p.vjp_forward``: the loop's results from its forward loop with residual stacks
+    (the one the vjp rule runs), the stacks saved for the rule, for a cotangent on every
+    result (the usual case; the rule recomputes when fewer come)."""
+    nc, nh = n_consts, n_carry
+    plan = key = None
+    if length:
+        plan, key = _loop_plan(lambda k: True, body, length, nc, nh, xs)
+    if plan is None:
+        return loop_p.impl(*ins, body=body, length=length, n_consts=nc, n_carry=nh,
+                           xs=xs), None
     fouts = bind(loop_p, *ins, body=plan.fwd_for(body), length=length, n_consts=nc,
                  n_carry=nh, xs=xs)
+    return tuple(fouts[:len(body.outputs)]), (key, fouts)
+
+
+def _loop_vjp(cts, ins, outs, *, body, length, n_consts, n_carry, xs):
+    nc, nh, nx = n_consts, n_carry, len(xs)
+    n_out = len(body.outputs)
+    if length == 0:   # nothing ran: the initial carries are the results
+        return (None,) * nc + tuple(cts[:nh]) + (None,) * nx
+    plan, key = _loop_plan(lambda k: cts[k] is not None, body, length, nc, nh, xs)
+    if plan is None:
+        return (None,) * len(ins)
+    saved = saved_forward()
+    if saved is not None and saved[0] == key:   # computed by the tape's forward pass
+        fouts = saved[1]
+    else:
+        fouts = bind(loop_p, *ins, body=plan.fwd_for(body), length=length, n_consts=nc,
+                     n_carry=nh, xs=xs)
     arrays = ins[nc + nh:]
     b_consts = [ins[i] for i in plan.res_const]
     b_carry = [cts[k] if cts[k] is not None else zeros_like(a)
@@ -409,6 +440,7 @@ def _loop_batch(args, dims, *, body, length, n_consts, n_carry, xs):
 
 
 loop_p.vjp, loop_p.jvp, loop_p.batch = _loop_vjp, _loop_jvp, _loop_batch
+loop_p.vjp_forward = _loop_vjp_forward
 
 
 # --------------------------------------------------------------------------------------------

@@ -397,6 +397,12 @@ class Op:
             tuple with one cotangent per output (None where the cotangent is zero).
         jvp: forward rule ``(primals, tangents, outputs, **params) -> tangents_out`` (tangent
             None means symbolic zero).
+        vjp_forward: ``(operands, **params) -> (results, saved)``, optional: the results
+            computed together with what ``vjp`` will read (a loop's residual stacks). An
+            eager tape calls it instead of ``impl`` for an op it tapes at top level, with
+            ``tracing.cotangent_wanted`` answering for the operands, and hands ``saved``
+            back to the ``vjp`` rule (``tracing.saved_forward()``), so the rule need not run
+            the forward pass again. The rule must also work without it (None).
         batch: batching rule ``(args, dims, **params) -> (outs, out_dims)``; None: the rule of
             ``batch_family``, which ``ops.batch_rules.rule_for`` builds on first use and keeps
             here (the transforms ask ``rule_for(op)``, never read this field directly).
@@ -446,6 +452,7 @@ class Op:
     multiple_results: bool = False
     vjp: Callable[..., Any] | None = None
     jvp: Callable[..., Any] | None = None
+    vjp_forward: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
     batch_family: str | None = None
     batch_axes: str | None = None

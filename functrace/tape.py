@@ -49,6 +49,7 @@ from .ops.batch_rules import rule_for
 from .tracing import (
     COTANGENTS_WANTED,
     CURRENT_TRACE,
+    SAVED_FORWARD,
     SOURCE_OVERRIDE,
     Trace,
     Tracer,
@@ -202,12 +203,13 @@ class _Node:
     """One taped op: the rule's inputs (parent values), which operands are tracked, and the
     cotangents gathered for its outputs during a backward pass."""
 
-    __slots__ = ("op", "params", "refs", "ins", "outs", "source", "cts")
+    __slots__ = ("op", "params", "refs", "ins", "outs", "source", "cts", "saved")
 
-    def __init__(self, op, params, refs, ins, outs, source):
+    def __init__(self, op, params, refs, ins, outs, source, saved=None):
         self.op, self.params, self.refs, self.ins, self.outs = op, params, refs, ins, outs
         self.source = source
         self.cts = None
+        self.saved = saved      # what the op's vjp_forward kept for its rule, or None
 
 
 class TapeTracer(_EagerTracer):
@@ -259,7 +261,13 @@ class TapeTrace(Trace):
                 vals[i] = a.value     # an autograd.NDArray read here is a constant
             i += 1
         parent = self.parent
-        if parent is None and not op.multiple_results:
+        saved = None
+        if parent is None and refs is not None and op.vjp_forward is not None \
+                and not op.zero_grad:
+            # computed with what the rule will read (a loop's residual stacks): the backward
+            # pass does not run the forward pass again
+            out, saved = _forward_with_saved(op, vals, refs, params)
+        elif parent is None and not op.multiple_results:
             out = apply_op(op, vals, params)
         else:
             out = _bind_in(parent, op, vals, params)
@@ -273,7 +281,7 @@ class TapeTrace(Trace):
             src = user_source()
         if op.multiple_results:
             outs = tuple(_as_value(o) for o in out)
-            node = _Node(op, params, tuple(refs), tuple(vals), outs, src)
+            node = _Node(op, params, tuple(refs), tuple(vals), outs, src, saved)
             self.nodes.append(node)
             if parent is None and any(getattr(v, "nbytes", 0) >= _PRUNE_BYTES
                                       for v in node.ins + outs):
@@ -282,7 +290,7 @@ class TapeTrace(Trace):
                          for k, o in enumerate(outs))
         if not hasattr(out, "dtype"):
             out = np.asarray(out)
-        node = _Node(op, params, tuple(refs), tuple(vals), (out,), src)
+        node = _Node(op, params, tuple(refs), tuple(vals), (out,), src, saved)
         self.nodes.append(node)
         if op.name == "select":
             _lint_select(node, src)
@@ -340,9 +348,12 @@ class TapeTrace(Trace):
             # computed now, with NaN debugging on: a NaN names the rule that made it
             ntok = (debug_nans.RULE.set((op.name, node.source))
                     if config.debug_nans and not recorded else None)
+            svtok = SAVED_FORWARD.set(node.saved) if node.saved is not None else None
             try:
                 in_cts = rule(tuple(cts), node.ins, node.outs, **node.params)
             finally:
+                if svtok is not None:
+                    SAVED_FORWARD.reset(svtok)
                 if ntok is not None:
                     debug_nans.RULE.reset(ntok)
                 if stok is not None:
@@ -371,6 +382,18 @@ class TapeTrace(Trace):
 
 
 _PRUNE_BYTES = 1 << 16
+
+
+def _forward_with_saved(op, vals, refs, params):
+    """``op.vjp_forward`` run eagerly (no trace current), the tracked operands being the
+    ones that want cotangents: (results, saved)."""
+    token = CURRENT_TRACE.set(None)
+    wtok = COTANGENTS_WANTED.set(tuple(refs))
+    try:
+        return op.vjp_forward(vals, **params)
+    finally:
+        COTANGENTS_WANTED.reset(wtok)
+        CURRENT_TRACE.reset(token)
 
 
 def _keep_only_what_the_rule_reads(node: _Node) -> None:

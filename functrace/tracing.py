@@ -52,12 +52,13 @@ from .errors import (
 
 __all__ = ["Trace", "Tracer", "Guard", "bind", "trace_to_graph", "eval_graph", "current_trace",
            "using_trace", "CURRENT_TRACE", "SOURCE_OVERRIDE", "COTANGENTS_WANTED", "user_source",
+           "SAVED_FORWARD", "saved_forward",
            "cotangent_wanted", "is_tracer", "ShapeDtype", "rule_source", "conversion_error",
            "op_error", "user_error", "USER_ERRORS", "abstract_value_error", "source_line"]
 
 ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
 
-# The trace context: three ContextVars (thread- and task-local), public so that the transforms,
+# The trace context: four ContextVars (thread- and task-local), public so that the transforms,
 # the tapes, functrace.numpy and the autograd facade share them without reaching into this
 # module's privates. Read the active trace with ``current_trace()`` (None outside transforms);
 # run code under a trace with ``with using_trace(t):``, or, on hot paths, with
@@ -74,6 +75,18 @@ SOURCE_OVERRIDE: contextvars.ContextVar[SourceInfo | None] = contextvars.Context
 # not depend on what is differentiated). Rules may skip work for the rest.
 COTANGENTS_WANTED: contextvars.ContextVar[tuple[bool, ...] | None] = contextvars.ContextVar(
     "functrace_wanted", default=None)
+
+
+# While a vjp rule runs on an eager tape: what the op's ``vjp_forward`` saved when the tape
+# computed its results (None otherwise).
+SAVED_FORWARD: contextvars.ContextVar[Any] = contextvars.ContextVar("functrace_saved",
+                                                                   default=None)
+
+
+def saved_forward():
+    """Inside a vjp rule: what the op's ``vjp_forward`` saved for this equation when an eager
+    tape computed it, or None (a graph transform, or an op without one)."""
+    return SAVED_FORWARD.get()
 
 
 def cotangent_wanted(i: int) -> bool:

@@ -1,8 +1,9 @@
 """Passes over control-flow equations: merging a loop into its twin, and simplifying the
 sub-graphs that control-flow equations hold.
 
-Owns ``merge_loop_twins(graph) -> Graph`` and ``map_subgraphs(graph, fn) -> Graph``.
-Imports core and ops only.
+Owns ``merge_loop_twins(graph) -> Graph``, ``map_subgraphs(graph, fn) -> Graph``,
+``inline_calls`` and ``counter_rows`` (a counted loop's gathers at its counter turned into
+per-trip reads). Imports core and ops only.
 
 Why twins appear: the reverse rule of a counted loop binds a *forward loop with residuals*
 (the original body plus the values its backward pass reads), and the forward-mode rule binds
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core import Eqn, Graph, Lit, Var
+import numpy as np
 
-__all__ = ["merge_loop_twins", "map_subgraphs", "inline_calls"]
+from ..core import AVal, Eqn, Graph, Lit, Var
+from ..ops.shape import reshape_p
+
+__all__ = ["merge_loop_twins", "map_subgraphs", "inline_calls", "counter_rows"]
 
 
 def _same_atom(a, b) -> bool:
@@ -194,3 +198,88 @@ def inline_calls(g: Graph) -> Graph:
         for o, so in zip(e.outputs, sub.outputs):
             env[o] = local.get(so, so) if isinstance(so, Var) else so
     return Graph(g.inputs, eqns, [read(a) for a in g.outputs])
+
+
+def counter_rows(ins: list, params: dict, counter: int, lower: int) -> tuple[list, dict]:
+    """A ``loop``'s operands and params with each gather of row ``i`` of a loop-invariant
+    array (``fnp.take(xs, i, 0)``, ``xs[i]`` for a traced ``xs``), ``i`` its counter, turned
+    into a per-trip read of that row, as ``scan`` reads its ``xs``.
+
+    ``counter``: the carry that counts (its body result is ``carry + 1``), starting at the
+    integer ``lower``. A gather reads a body literal or a loop constant, at the counter or at
+    numpy's wrap of it (``where(i < 0, i + n, i)``, what ``fnp.take`` records), and is
+    rewritten only when every trip's index is in range without crossing zero, so the read
+    row is the gathered one (out of range, the gather stays and raises as numpy does).
+
+    Why: ``fori_loop(lo, hi, lambda i, acc: acc + fnp.take(xs, i, 0), ...)`` is the common
+    way to walk an array, and a gather has no compiled form inside a loop: the body ran as
+    a Python loop over kernels. A per-trip read compiles (the gradient too: its cotangent
+    is a stacked result, not a scatter into a carry).
+    """
+    body: Graph = params["body"]
+    length, nc, nh = params["length"], params["n_consts"], params["n_carry"]
+    if length <= 0 or not 0 <= counter < nh:
+        return ins, params
+    c = body.inputs[nc + counter]
+    if c.aval.shape != () or c.aval.dtype.kind not in "iu":
+        return ins, params
+    producer = {o: e for e in body.eqns for o in e.outputs}
+    step = producer.get(body.outputs[counter])
+    if step is None or step.op.name != "add" or not _adds_one(step, c):
+        return ins, params
+    pos = {v: i for i, v in enumerate(body.inputs)}
+
+    def is_lit(a, value) -> bool:
+        return isinstance(a, Lit) and np.shape(a.val) == () and a.val == value
+
+    def reads_counter(idx, n: int) -> bool:
+        if idx is c:
+            return True
+        sel = producer.get(idx)         # select(lt(c, 0), add(c, n), c)
+        if sel is None or sel.op.name != "select" or sel.inputs[2] is not c:
+            return False
+        lt, wrap = producer.get(sel.inputs[0]), producer.get(sel.inputs[1])
+        return (lt is not None and lt.op.name == "lt" and lt.inputs[0] is c
+                and is_lit(lt.inputs[1], 0) and wrap is not None and wrap.op.name == "add"
+                and wrap.inputs[0] is c and is_lit(wrap.inputs[1], n))
+
+    hi = lower + length - 1
+    eqns, new_inputs, new_ins, new_xs = [], [], [], []
+    for e in body.eqns:
+        arr = e.inputs[0] if e.op.name == "gather" and len(e.inputs) == 2 else None
+        src = None
+        if arr is not None and e.params["spec"] == (("arr", 0),):
+            if isinstance(arr, Lit):
+                src = arr
+            elif arr in pos and pos[arr] < nc:
+                src = ins[pos[arr]]
+        shape = tuple(np.shape(arr.val)) if isinstance(arr, Lit) else (
+            arr.aval.shape if arr is not None else ())
+        if src is None or not shape or not reads_counter(e.inputs[1], shape[0]):
+            eqns.append(e)
+            continue
+        n = shape[0]
+        start = lower if 0 <= lower and hi < n else lower + n if -n <= lower and hi < 0 else None
+        if start is None:
+            eqns.append(e)
+            continue
+        r = len(shape)
+        row = Var(AVal((1,) + shape[1:], e.outputs[0].aval.dtype))
+        new_inputs.append(row)
+        new_ins.append(src)
+        new_xs.append(((start,) + (0,) * (r - 1), (1,) + (0,) * (r - 1), (1,) + shape[1:],
+                       (1,) * r))
+        eqns.append(Eqn(reshape_p, [row], {"new_sizes": shape[1:]}, e.outputs, e.source))
+    if not new_inputs:
+        return ins, params
+    new_body = Graph(list(body.inputs) + new_inputs, eqns, body.outputs)
+    return (list(ins) + new_ins,
+            dict(params, body=new_body, xs=tuple(params["xs"]) + tuple(new_xs)))
+
+
+def _adds_one(e: Eqn, c: Var) -> bool:
+    """Whether ``e`` is ``c + 1`` (either order)."""
+    a, b = e.inputs
+    other = b if a is c else a if b is c else None
+    return (other is not None and other is not c and isinstance(other, Lit)
+            and np.shape(other.val) == () and other.val == 1)

@@ -8,7 +8,9 @@ and compares, per program:
   on the same graph, and plain numpy running the same program description;
 * gradients: ``ft.jit(ft.grad(loss))`` against ``ft.grad(loss)``, ``loss`` a weighted sum of
   the outputs;
-* batching: ``ft.vmap(f)`` against a Python loop of the numpy program.
+* batching: ``ft.vmap(f)`` against a Python loop of the numpy program;
+* control flow (``_check_unrolled``): first and second derivatives of the constructs against
+  those of the unrolled Python program, and against finite differences.
 
 Tolerances: where numpy's result is exact, bit for bit (NaN == NaN, signed zeros); elsewhere
 the per-op bounds of docs/numerics.md propagated through the program: ``tolerances`` runs the
@@ -596,13 +598,15 @@ def _without_zero_signs(x):
     return np.where(x == 0, np.zeros((), x.dtype), x) if x.dtype.kind == "f" else x
 
 
-def _check_unrolled(progs):
+def _check_unrolled(progs, second_order: bool = True):
     """The gradient of every program with control flow against the gradient of its unrolled
     Python version (each loop a Python loop, each branch a Python ``if``, decided as numpy
     decided), both on the interpreter. The two sum the same terms in other orders (a loop's
     reverse pass accumulates its constants' cotangents trip by trip), so the tolerance lets
     every addition and multiplication round (``tolerances(loose=True)``) in both, and signs
-    of zeros are not compared."""
+    of zeros are not compared. ``second_order``: the same for a Hessian-vector product
+    (``grad`` of ``grad(loss) . v``: the reverse rules of the reverse rules), and, on smooth
+    float64 inputs, both orders against finite differences (``_check_finite_differences``)."""
     idx = [k for k, p in enumerate(progs) if has_control_flow(p)]
     if not idx:
         return []
@@ -640,6 +644,129 @@ def _check_unrolled(progs):
             if msg:
                 bad.append(Mismatch(idx[k], sub[k], f"grad vs grad of the unrolled program, "
                                     f"{kind} inputs", msg))
+        if not second_order:
+            continue
+        # second order: the Hessian of loss along v, of the constructs and of the unrolled
+        # program (v: fixed random directions, one per input)
+        vs = _directions(sub)
+
+        def hvp(fn):
+            g1 = ft.grad(fn, argnums=argnums)
+
+            def gv(*a):
+                return sum(fnp.sum(d * v) for d, v in zip(g1(*a), vs))
+            return ft.grad(gv, argnums=argnums)
+        graphs2 = [ft.jit(hvp(fn), backend="numpy").lower(*a).graph
+                   for fn, a in ((loss, args), (loss_unrolled, args + off))]
+        (got2, tol_a, ill_a), (want2, tol_b, ill_b) = (
+            tolerances(g, a, loose=True) for g, a in zip(graphs2, (args, args + off)))
+        for j, k in enumerate(owner_in):
+            # a zero cotangent meeting an infinite derivative is NaN; at second order the
+            # reverse rules' own reverse rules place zero cotangents where the unrolled
+            # program (tied for first order only, ``fuzz_programs._tie``) may have none, so
+            # an element finite on one side only is not compared (finite values are, and
+            # finite differences check them too)
+            one_sided = np.isfinite(got2[j]) != np.isfinite(want2[j])
+            msg = compare(_without_zero_signs(got2[j]), _without_zero_signs(want2[j]),
+                          tol_a[j] + tol_b[j], ill_a[j] | ill_b[j] | one_sided,
+                          f"(d/d input {j - owner_in.index(k)}) (grad . v)")
+            if msg:
+                bad.append(Mismatch(idx[k], sub[k], f"second order vs the unrolled program's, "
+                                    f"{kind} inputs", msg))
+        if kind == "smooth":
+            bad.extend(_check_finite_differences(sub, idx, args, weights, vs, graphs[0],
+                                                 graphs2[0], got, got2))
+    return bad
+
+
+def _directions(progs):
+    """A fixed random direction per input (for Hessian-vector products and finite
+    differences)."""
+    out = []
+    for p in progs:
+        rng = np.random.default_rng([p.seed, 11])
+        out.extend(np.asarray(rng.uniform(-1, 1, s), p.dtype) for s in p.inputs)
+    return out
+
+
+#: finite-difference steps: h and 2h (their disagreement measures how far the function is
+#: from a quadratic over the interval, so where it is not smooth the check is skipped)
+FD_STEP = 1e-4
+
+
+def _smooth(d1, d2):
+    """Where the difference quotients of steps h and 2h are finite and agree to 10%: the
+    function is smooth enough at the scale of h for them to estimate its derivative (an
+    ill-conditioned element, arctanh near 1 and the like, moves them apart: skipped)."""
+    with np.errstate(all="ignore"):
+        return (np.isfinite(d1) & np.isfinite(d2)
+                & (np.abs(d1 - d2) <= 0.1 * np.maximum(np.abs(d1), np.abs(d2)) + 1e-9))
+
+
+def _check_finite_differences(progs, idx, args, weights, vs, grad_graph, hvp_graph, grad,
+                              hvp):
+    """First and second derivatives of the constructs against central differences of the
+    numpy program (first order: ``grad . v`` against the change of ``loss`` along ``v``;
+    second order: the Hessian-vector product against the change of ``grad`` along ``v``,
+    ``grad`` from the constructs' gradient graph on the interpreter), per program, on
+    float64 programs at smooth inputs. The control-flow decisions (branches, trip counts)
+    must be the ones taken at the point at every shifted point, else the program is skipped.
+    Elements where D(h) and D(2h) (the difference quotients) disagree by more than 10% are
+    skipped (``_smooth``: a kink, a jump, rounding noise or an ill-conditioned value in the
+    interval); elsewhere the tolerance is 4 |D(h) - D(2h)| (the quotient's own error
+    estimate) plus 1e-6 of the magnitudes."""
+    owner_in = _owners(progs, lambda p: len(p.inputs))
+    owner_out = _owners(progs, lambda p: len(p.outputs))
+    bad = []
+    for k, p in enumerate(progs):
+        if p.dtype != "float64":
+            continue
+        ins = [j for j, o in enumerate(owner_in) if o == k]
+        outs = [j for j, o in enumerate(owner_out) if o == k]
+        x = [args[j] for j in ins]
+        v = [vs[j] for j in ins]
+        w = [weights[j] for j in outs]
+
+        def loss_np(t, p=p, x=x, v=v, w=w):
+            dec: list = []
+            with unrolled(dec):
+                outs_ = run_program(p, np, [a + t * d for a, d in zip(x, v)])
+            return float(sum(np.sum(o * wi) for o, wi in zip(outs_, w))), dec
+
+        def grad_at(t, x=x, v=v, ins=ins):
+            shifted = list(args)
+            for j, a, d in zip(ins, x, v):
+                shifted[j] = a + t * d
+            res = numpy_ref.run(grad_graph, shifted)
+            return np.concatenate([np.ravel(np.asarray(res[j], np.float64)) for j in ins])
+
+        with np.errstate(all="ignore"):
+            f0, dec0 = loss_np(0.0)
+            pts = {t: loss_np(t) for t in (-2 * FD_STEP, -FD_STEP, FD_STEP, 2 * FD_STEP)}
+            if any(dec != dec0 for _, dec in pts.values()) or not all(
+                    np.isfinite(f) for f, _ in [(f0, 0), *pts.values()]):
+                continue
+            h = FD_STEP
+            d1 = (pts[h][0] - pts[-h][0]) / (2 * h)
+            d2 = (pts[2 * h][0] - pts[-2 * h][0]) / (4 * h)
+            ad = float(sum(np.sum(np.asarray(grad[j], np.float64) * d) for j, d in zip(ins, v)))
+            tol = 4 * abs(d1 - d2) + 1e-6 * (abs(ad) + abs(d1) + 1.0)
+            if np.isfinite(ad) and _smooth(d1, d2) and not abs(ad - d1) <= tol:
+                bad.append(Mismatch(idx[k], p, "grad vs finite differences, smooth inputs",
+                                    f"grad . v = {ad!r}, central difference {d1!r} "
+                                    f"(h {h}), {d2!r} (2h)"))
+            g = {t: grad_at(t) for t in (-2 * h, -h, h, 2 * h)}
+            q1 = (g[h] - g[-h]) / (2 * h)
+            q2 = (g[2 * h] - g[-2 * h]) / (4 * h)
+            an = np.concatenate([np.ravel(np.asarray(hvp[j], np.float64)) for j in ins])
+            tol2 = 4 * np.abs(q1 - q2) + 1e-6 * (np.abs(an) + np.abs(q1) + 1.0)
+            off = (np.isfinite(an) & _smooth(q1, q2) & ~(np.abs(an - q1) <= tol2))
+            if off.any():
+                i = int(np.argmax(off))
+                bad.append(Mismatch(idx[k], p, "second order vs finite differences of grad, "
+                                    "smooth inputs", f"{int(off.sum())} of {off.size} "
+                                    f"differ: element {i}: {an[i]!r} vs {q1[i]!r} (h), "
+                                    f"{q2[i]!r} (2h)"))
     return bad
 
 

@@ -11,8 +11,9 @@ binary, with constants, ``where``, ``clip``, integer powers), broadcasts, reduct
 axes, views (reshape, transpose, slices with steps, flips, squeeze/expand, swapaxes),
 contractions (matmul, dot, einsum), gathers (integer-array indexing, ``take``),
 ``concatenate``, ``pad`` and ``cumsum``, in float32 or float64; about one program in six
-also has control flow (``scan``, ``fori_loop``, ``while_loop``, ``cond``/``switch``, one level
-nested in another), whose numpy side is the Python loop or ``if``. Input values come from a
+also has control flow (``scan``, ``fori_loop`` with static or traced bounds, ``map``,
+``while_loop``, ``cond``/``switch``, one level nested in another), whose numpy side is the
+Python loop or ``if``. Input values come from a
 drawn seed: ordinary values mixed with +-0, +-inf, NaN, subnormals and huge values for value
 checks; ordinary values of moderate size for gradient checks.
 
@@ -92,7 +93,10 @@ class Prog:
 
 
 #: the inputs of a control-flow step's bodies (see "control flow" below), by name
-_BODY_INPUTS = {"scan": ("carry", "row"), "fori": ("i", "carry"), "while": ("x",)}
+_BODY_INPUTS = {"scan": ("carry", "row"), "fori": ("i", "carry"), "while": ("x",),
+                "fori_traced": ("i", "carry"), "map": ("row",)}
+#: leading arguments of a control-flow step that its bodies do not close over
+_NOT_OUTER = {"scan": 2, "fori_traced": 2}
 
 
 def _source_steps(steps, names, prefix, indent, lines):
@@ -106,7 +110,7 @@ def _source_steps(steps, names, prefix, indent, lines):
             lines.append(f"{indent}{prefix}{len(names)} = {s.op}({args}, "
                          f"{', '.join(repr(p) for p in rest)}) with")
             fixed = _BODY_INPUTS.get(s.op, ())
-            outer = [names[a] for a in s.args[1 if s.op != "scan" else 2:]]
+            outer = [names[a] for a in s.args[_NOT_OUTER.get(s.op, 1):]]
             if s.op == "cond":
                 fixed, outer = (), outer
             for b, (bsteps, bouts) in enumerate(bodies):
@@ -261,6 +265,11 @@ for _n in BINARY:
 #   scan  (init, xs, *outer; body, reverse, which)   body inputs: carry, row, *outer
 #         -> final carry (which 0), the stacked ys (1), or both raveled and concatenated (2)
 #   fori  (init, *outer; body, lower, upper)          body inputs: float(i), carry, *outer
+#   fori_traced (init, p, *outer; body, lower, limit, thr)   the same body, from ``lower`` to
+#         ``lower + min(count(p > thr), limit)``: a traced upper bound (``ft.fori_loop``
+#         makes it a while loop), decided by the values
+#   map   (xs, *outer; body)                          body inputs: row, *outer -> the stacked
+#         results (``ft.map``)
 #   while (init, *outer; body, limit, test, thr, which) carry (i, x): while i < limit and
 #         test(x) (sum < thr, max < thr or min > thr): x = body(x), i += 1 -> x (+ i if which)
 #   cond  (p, *operands; branches, thresholds)        branch inputs: the operands; the branch
@@ -270,7 +279,7 @@ for _n in BINARY:
 #: off]`` (see ``unrolled``): numpy appends its decisions, functrace replays them
 _DECISIONS: contextvars.ContextVar = contextvars.ContextVar("fuzz_decisions", default=None)
 
-CONTROL = ("scan", "fori", "while", "cond")
+CONTROL = ("scan", "fori", "while", "cond", "fori_traced", "map")
 
 
 def has_control_flow(prog: Prog) -> bool:
@@ -375,6 +384,28 @@ def _fori(xp, dt, init, *outer, body, lower, upper):
     return ft.fori_loop(lower, upper, step, init)
 
 
+def _fori_traced(xp, dt, init, p, *outer, body, lower, limit, thr):
+    def step(i, c):
+        return _tie(xp, _body(xp, dt, body, [xp.asarray(i, dtype=dt), c, *outer]), [c])[0]
+    if _python(xp):
+        n = _decide(xp, lambda: min(int(np.sum(np.greater(p, thr))), limit))
+        c = init
+        for i in range(lower, lower + n):
+            c = step(np.int64(i), c)
+        return _tie(xp, [c], [init])[0]
+    # a traced bound: the count of p's elements above thr, at most limit
+    upper = lower + xp.minimum(xp.sum(xp.greater(p, thr).astype(np.int64)), limit)
+    return ft.fori_loop(lower, upper, step, init)
+
+
+def _map(xp, dt, xs, *outer, body):
+    def f(row):
+        return _body(xp, dt, body, [row, *outer])[0]
+    if _python(xp):
+        return xp.stack([f(xs[j]) for j in range(xs.shape[0])])
+    return ft.map(f, xs)
+
+
 def _test(xp, x, test, thr):
     if test == "sum_lt":
         return xp.sum(x) < thr
@@ -384,6 +415,9 @@ def _test(xp, x, test, thr):
 
 
 def _while(xp, dt, init, *outer, body, limit, test, thr, which):
+    def step_with(x, outer):
+        return _body(xp, dt, body, [x, *outer])[0]
+
     def step(x):
         return _tie(xp, _body(xp, dt, body, [x, *outer]), [x])[0]
     if _python(xp):
@@ -398,7 +432,10 @@ def _while(xp, dt, init, *outer, body, limit, test, thr, which):
         else:
             for _ in range(_decide(xp, None)):
                 x, i = step(x), i + 1
-            x = _tie(xp, [x], [init])[0]
+            # the while loop's reverse pass gives init and every closed-over value the body
+            # differentiates a cotangent, zero trips or not (see ``_tie``)
+            reached = _reaching([lambda x_, *o: step_with(x_, o)], [init, *outer])
+            x = _tie(xp, [x], [init] + [o for o in reached if o is not init])[0]
     else:
         i, x = ft.while_loop(lambda c: xp.logical_and(c[0] < limit, _test(xp, c[1], test, thr)),
                              lambda c: (c[0] + 1, step(c[1])), (np.int64(0), init))
@@ -425,6 +462,8 @@ def _keywords(fn, names):
 OPS["scan"] = _keywords(_scan, ("body", "reverse", "which"))
 OPS["fori"] = _keywords(_fori, ("body", "lower", "upper"))
 OPS["while"] = _keywords(_while, ("body", "limit", "test", "thr", "which"))
+OPS["fori_traced"] = _keywords(_fori_traced, ("body", "lower", "limit", "thr"))
+OPS["map"] = _keywords(_map, ("body",))
 OPS["cond"] = _keywords(_cond, ("branches", "thresholds"))
 
 
@@ -833,7 +872,7 @@ def _draw_matmul(draw, shapes, a, sa, dt, rng):
 #: contractions and broadcasts; one level of control flow inside another
 BODY_KINDS = (["unary"] * 4 + ["binary"] * 4 + ["binary_c"] * 2 + ["reduce"] * 2 +
               ["where", "ipow", "clip", "view", "matmul", "broadcast"])
-NESTED_KINDS = ["cond", "fori"]
+NESTED_KINDS = ["cond", "fori", "fori_traced", "map"]
 #: the fraction of programs with control flow is 1 / CONTROL_ONE_IN
 CONTROL_ONE_IN = 10
 
@@ -901,11 +940,23 @@ def _draw_control(draw, kind, shapes, dt, rng, depth):
             which, out = 0, sc
         return Step("scan", (c, xs, *outer),
                     ((tuple(steps), (carry, y)), draw.bool(), which)), out
-    if kind in ("fori", "while"):
+    if kind == "map":
+        xs = _pick_value(draw, shapes, lambda s: len(s) >= 1)
+        if xs is None:
+            return None
+        sx = shapes[xs]
+        outer = _outer(draw, shapes)
+        steps, bs = _draw_body(draw, [sx[1:]] + [shapes[o] for o in outer], dt, rng, depth)
+        y = _pick_value(draw, bs)
+        out = (sx[0],) + bs[y]
+        if _size(out) > MAX_SIZE:
+            return None
+        return Step("map", (xs, *outer), ((tuple(steps), (y,)),)), out
+    if kind in ("fori", "while", "fori_traced"):
         c = _pick_value(draw, shapes)
         sc = shapes[c]
-        outer = _outer(draw, shapes)
-        counter = [()] if kind == "fori" else []
+        outer = _outer(draw, shapes) if kind != "fori_traced" else ()
+        counter = [()] if kind != "while" else []
         steps, bs = _draw_body(draw, counter + [sc] + [shapes[o] for o in outer], dt, rng,
                                depth)
         out = _finish(draw, steps, bs, sc)
@@ -913,6 +964,14 @@ def _draw_control(draw, kind, shapes, dt, rng, depth):
         if kind == "fori":
             lo = draw.pick([0, 0, 1, -2])
             return Step("fori", (c, *outer), (body, lo, lo + draw.int(0, 4))), sc
+        if kind == "fori_traced":
+            # no closed-over values: un-jitted, the bound is a concrete integer (a counted
+            # loop: a body's closed-over values get no cotangent when no trip runs), under
+            # jit a traced one (a while loop: a zero cotangent), docs/control_flow.md
+            p = _pick_value(draw, shapes)
+            return Step("fori_traced", (c, p),
+                        (body, draw.pick([0, 0, 1, -2]), draw.int(0, 4),
+                         draw.pick([-0.5, 0.0, 0.5, 1.0]))), sc
         test = draw.pick(["sum_lt", "max_lt", "min_gt"])
         thr = draw.pick([-1.0, 0.0, 0.5, 1.0, 2.0, 4.0])
         return Step("while", (c, *outer), (body, draw.int(1, 5), test, thr,

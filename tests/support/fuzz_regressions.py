@@ -291,4 +291,24 @@ REGRESSIONS: dict[str, Regression] = {
        "0 * exp(inf) = NaN where Python's if gives 0; the unrolled reference ties each "
        "trip's and branch's inputs to its outputs with a zero derivative to match",
        libm=True),
+    # crash: IndexError in passes.simplify on a loop equation with no results
+    "map_gradient_reaches_no_input": Regression((
+        P('float64', ((3, 4),), (
+            S('map', (0, 0), (((S('arctan', (1,), ()), S('sign', (2,), ())), (3,)),)),
+        ), outputs=(1,), seed=1299392811, special=0.5),
+    ), "control_rules._loop_vjp: ft.map of a body whose result reaches no input through "
+       "differentiable ops (sign(arctan(x0)), the row unused) bound a backward loop with no "
+       "results, and the optimizer's simplify crashed on it. The rule binds none now.",
+       libm=True),
+    # not a fix: the convention the unrolled model of while loops must match
+    "while_zero_trips_closed_over_cotangent": Regression((
+        P('float64', ((), ()), (
+            S('sqrt', (1,), ()),
+            S('while', (0, 2), (((S('exp', (1,), ()),), (2,)), 3, 'sum_lt', -1.0, 0)),
+        ), outputs=(3,), seed=0, special=0.0, values=(1.0, 0.0)),
+    ), "a while loop that runs no trip still gives the values its body closes over a zero "
+       "cotangent (sqrt(x1) here, at 0: 0 * inf = NaN for d/dx1, where Python's loop gives "
+       "0), so the unrolled model ties them too (fuzz_programs._while); "
+       "docs/control_flow.md",
+       libm=True),
 }

@@ -373,3 +373,165 @@ def test_compiled_loop_reuses_scratch_but_never_an_answer():
         for a, b, c in zip(*(ft.tree_util.tree_leaves(t) for t in (g, o, w))):
             np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_loop_calls_vecmath_and_views_buffers_bit_for_bit(dtype):
+    """A compiled loop calls the vecmath functions (``vecmath_calls``: compiled once, cached,
+    not inlined at numba-IR level) and views its flat buffers with ``views.shaped`` (not
+    numba's reshape): its results equal, bit for bit, those of the same trips unrolled into
+    ordinary kernels (inlined vecmath, numpy-shaped operands), in both float types."""
+    rng = np.random.default_rng(5)
+    m = rng.normal(size=(2, 3)).astype(dtype)
+    xs = rng.normal(size=(3, 2, 3)).astype(dtype)
+    h0 = rng.normal(size=(2, 3)).astype(dtype)
+
+    def step(c, x):
+        c = fnp.tanh(c * m + x) + fnp.exp(-c * c) * fnp.sin(c) + fnp.log1p(c * c)
+        return c, fnp.sum(c * m, axis=1)
+
+    def looped(h, xs):
+        return ft.scan(step, h, xs)
+
+    def unrolled(h, xs):
+        ys = []
+        for t in range(xs.shape[0]):
+            h, y = step(h, xs[t])
+            ys.append(y)
+        return h, fnp.stack(ys)
+    jl, ju = ft.jit(looped, eager=True), ft.jit(unrolled, eager=True)
+    src = jl.lower(h0, xs).source
+    assert "# loop:" in src and "vc.vtanh" in src and "av.shaped(" in src, src
+    assert ".reshape(" not in src.split("def loop")[1].split("# ----")[0]
+    for a, b in zip(jl(h0, xs), ju(h0, xs)):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+    g = ft.jit(ft.grad(lambda h, xs: fnp.sum(looped(h, xs)[1])), eager=True)
+    want = ft.grad(lambda h, xs: fnp.sum(unrolled(h, xs)[1]))(h0, xs)
+    np.testing.assert_allclose(g(h0, xs), want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_gradient_of_a_map_that_no_input_reaches_differentiably():
+    """A loop with no float carry whose results depend on no input through differentiable
+    ops (``sign``, ``floor``) gives no cotangent: its reverse rule binds no backward loop (a
+    loop with no results crashed the optimizer; found by the fuzzer's ``ft.map`` steps)."""
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+    def f(x):
+        return fnp.sum(ft.map(lambda r: fnp.sign(x) * fnp.floor(r), x))
+    for g in (ft.grad(f), ft.jit(ft.grad(f), backend="numpy"), ft.jit(ft.grad(f))):
+        np.testing.assert_array_equal(g(x), np.zeros_like(x))
+
+
+def test_a_loop_body_that_cannot_compile_is_logged_with_the_op_and_line(caplog):
+    """A scan/fori body the compiled loop cannot hold (a gather, a nested cond) runs as a
+    Python loop over kernels: the stdlib logger ``functrace`` says so at INFO, naming the op
+    that forced it and the user's line; a body that compiles logs nothing of the kind."""
+    import logging
+    xs = np.arange(5.0)
+
+    def gather(x):      # (at i itself it would be a per-trip read, which compiles)
+        return ft.fori_loop(0, 4, lambda i, acc: acc + fnp.take(xs, i + 1, 0) * x, 0.0)
+
+    def nested(x):
+        return ft.scan(lambda c, r: (ft.cond(c > 0, lambda: c * r, lambda: c - r), c), x,
+                       xs)[0]
+
+    def fine(x):
+        return ft.scan(lambda c, r: (fnp.tanh(c * r), c), x, xs)[0]
+    with caplog.at_level(logging.INFO, logger="functrace"):
+        assert ft.jit(gather)(2.0) == 20.0
+        assert ft.jit(nested)(1.0) == nested(1.0)
+        assert np.isclose(ft.jit(fine)(0.5), fine(0.5))
+    msgs = [r.getMessage() for r in caplog.records if "not as one compiled loop" in r.getMessage()]
+    assert len(msgs) == 2, msgs
+    assert "gather (" in msgs[0] and "test_control_flow.py:" in msgs[0], msgs[0]
+    assert "fnp.take(xs, i + 1, 0)" in msgs[0] and "(4 trips)" in msgs[0], msgs[0]
+    assert "cond (" in msgs[1] and "(5 trips)" in msgs[1], msgs[1]
+
+
+def test_eager_scan_gradient_runs_the_forward_loop_once():
+    """Un-jitted ``grad`` of a scan computes the forward loop once: the tape runs the loop
+    with its residual stacks (``loop_p.vjp_forward``) and the reverse rule reads them, rather
+    than running the forward pass again. Counted with an op whose numpy impl counts its
+    calls (one per trip); values against the compiled graph on the interpreter. When an
+    output gets no cotangent the rule's plan differs and it recomputes (twice, still right)."""
+    from functrace.extend import define_elementwise
+    calls = [0]
+
+    def impl(x):
+        calls[0] += 1
+        return x * x
+    sq = define_elementwise("test_cf_counted_square", impl, scalar=lambda x: x * x,
+                            derivative=lambda x, y: 2.0 * x)
+
+    def loss(w, xs, use_ys=True):
+        h, ys = ft.scan(lambda h, x: (fnp.tanh(w * sq(h) + x), h * x), fnp.zeros(3), xs)
+        return fnp.sum(h) + (fnp.sum(ys * ys) if use_ys else 0.0)
+    rng = np.random.default_rng(4)
+    w, xs = 0.7, rng.normal(size=(9, 3))
+    for use_ys, passes in ((True, 1), (False, 2)):
+        def f(w, xs, use_ys=use_ys):
+            return loss(w, xs, use_ys)
+        ft.grad(f, argnums=(0, 1))(w, xs)         # first call: traces, plans
+        calls[0] = 0
+        got = ft.grad(f, argnums=(0, 1))(w, xs)
+        assert calls[0] == passes * 9, (use_ys, calls[0])
+        want = ft.jit(ft.grad(f, argnums=(0, 1)), backend="numpy")(w, xs)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
+    # higher order still composes: the tape over a tape records the loops as before
+    np.testing.assert_allclose(ft.hessian(loss)(w, xs),
+                               ft.jit(ft.hessian(loss), backend="numpy")(w, xs), rtol=1e-12)
+
+
+@pytest.mark.parametrize("lo, hi, rows", [(0, 5, True), (1, 4, True), (-5, -1, True),
+                                          (-3, 0, True), (-2, 2, False), (2, 2, False)])
+def test_fori_rows_gathered_at_the_counter_are_per_trip_reads(lo, hi, rows):
+    """``fnp.take(xs, i, 0)`` / ``ys[i]`` at a static fori_loop's counter become per-trip
+    row reads (``passes.loops.counter_rows``), so the loop and its gradient compile as one
+    numba loop each; indices that cross zero (numpy's wrap) or a loop with no trip keep the
+    gather. Values and gradients against the Python loop, eager, jitted and on the
+    interpreter, float64 and float32."""
+    from functrace.core import Graph
+    for dt in (np.float64, np.float32):
+        xs = np.linspace(-1.0, 1.5, 10).reshape(5, 2).astype(dt)
+
+        def f(x, ys):
+            return ft.fori_loop(lo, hi, lambda i, acc: fnp.sin(acc * x + ys[i])
+                                + fnp.take(xs, i, 0), fnp.zeros(2, dt))
+
+        def f_py(x, ys):
+            acc = np.zeros(2, dt)
+            for i in range(lo, hi):
+                acc = np.sin(acc * x + ys[i]) + xs[i]
+            return acc
+
+        def loss(x, ys):
+            return fnp.sum(f(x, ys) ** 2)
+
+        x, ys = dt(0.7), (xs[::-1] * 0.5).copy()
+        tol = dict(rtol=1e-5, atol=1e-6) if dt == np.float32 else dict(rtol=1e-12,
+                                                                         atol=1e-14)
+        for fn in (ft.jit(f), ft.jit(f, backend="numpy")):    # (eager: ys[i] needs ys
+            np.testing.assert_allclose(fn(x, ys), f_py(x, ys), **tol)     # traced)
+        value, _ = ft.value_and_grad(loss, argnums=(0, 1))(x, ys)
+        np.testing.assert_allclose(value, (f_py(x, ys) ** 2).sum(), **tol)
+        eps = 1e-6
+        fd = (f_py(0.7 + eps, ys.astype(np.float64)) ** 2).sum() - \
+            (f_py(0.7 - eps, ys.astype(np.float64)) ** 2).sum()
+        g = ft.grad(loss, argnums=(0, 1))
+        want = g(x, ys)
+        np.testing.assert_allclose(want[0], fd / (2 * eps), rtol=1e-3 if dt == np.float32
+                                   else 1e-6, atol=1e-6)
+        for gj in (ft.jit(g), ft.jit(g, backend="numpy")):
+            for a, b in zip(gj(x, ys), want):
+                np.testing.assert_allclose(a, b, **tol)
+        sym = ft.trace(f)(x, ys)    # (traced: ys[i] records a gather)
+        body = next(e.params["body"] for e in sym.nodes if e.op.name == "loop")
+        assert isinstance(body, Graph)
+        names = {e.op.name for e in body.eqns}
+        assert ("gather" not in names) == rows, names
+        src = ft.jit(g).lower(x, ys).source.split("def driver")[1]
+        if rows:    # forward and gradient loops both compiled
+            assert src.count("# loop:") == 2 and "= f" not in src.split("# loop:")[0], src

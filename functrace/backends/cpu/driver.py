@@ -30,7 +30,7 @@ from .. import reference
 from ..lowering.plan import fold_constants_any_size, fresh_result, plan_kernels
 from .dots import dot_dims, dot_expr, operand_expr, small_dots_as_loops
 from .kernels import is_cached_on_disk
-from .loop import LoopStep, body_ok
+from .loop import LoopStep, body_ok, loop_refusal
 from .target import CPU, kernel_module_source
 from .threads import SERIAL, Threads, kernel_threads, resolve
 
@@ -310,11 +310,15 @@ class _DriverText:
             outs += ","
         if e.op.name == "dot_general":
             self._dot_call(e, outs)
-        elif e.op.name == "loop" and body_ok(e):
+        elif e.op.name == "loop" and (why := loop_refusal(e)) is None:
             self._loop_call(e, ins, outs)
         elif (view := _view_expr(e, in_exprs)) is not None:
             self.body.append(f"{outs} = {view}   # {e.op.name}")
         else:
+            if e.op.name == "loop":
+                log.info("functrace: the loop at %s (%d trips) runs as a Python loop over its "
+                         "body's kernels, not as one compiled loop: %s", e.source or "?",
+                         e.params["length"], why)
             call = f"{ins}{pname}" if ins else pname[2:]
             self.body.append(f"{outs} = f{k}({call})   # {e.op.name}")
 

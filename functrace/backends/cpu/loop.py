@@ -4,9 +4,9 @@ the whole loop becomes one numba function that runs every trip in compiled code.
 Owns ``LoopStep`` (the module source of one loop: a single ``loop`` function whose trip
 runs the body's fused kernels, inlined, and its BLAS contractions), ``plan_body`` (the body's
 kernel plan, cached per body graph), ``body_ok`` (``passes.roll`` asks it before rolling a
-run), ``make_runner`` (the Python wrapper the driver calls) and ``warm_up``. Text only, like
-``cpu_driver``: never imports numba. Imports core, ops, passes, codegen, cpu_target and
-cpu_driver.
+run), ``loop_refusal`` (why not), ``make_runner`` (the Python wrapper the driver calls) and
+``warm_up``. Text only, like ``cpu_driver``: never imports numba. Imports core, ops,
+passes, codegen, cpu_target and cpu_driver.
 
 Layout inside the compiled loop: every value is a flat, C-contiguous 1-d buffer, reshaped (a
 free view in numba) to whatever shape a kernel reads it with. Constants and initial carries
@@ -22,6 +22,7 @@ values nobody outside the trip reads go to scratch buffers. All buffers come fro
 from __future__ import annotations
 
 import ast
+import linecache
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from .dots import dot_dims, small_dots_as_loops
 from .render import render_cpu
 from .target import CODEGEN_VERSION, JIT_FLAGS, TARGET, fusible, vecmath_hash
 
-__all__ = ["LoopStep", "plan_body", "body_ok", "make_runner", "warm_up"]
+__all__ = ["LoopStep", "plan_body", "body_ok", "loop_refusal", "make_runner", "warm_up"]
 
 # body graph -> _BodyPlan | reason; weak keys: a plan keeps the parts of its graph it uses,
 # never the Graph object itself (a value referring to its weak key would keep it alive)
@@ -68,11 +69,17 @@ class _Parts:
 def body_ok(eqn) -> bool:
     """Whether a ``loop`` equation can run as a compiled loop (``passes.roll`` asks before it
     rolls a run: a refused run stays unrolled)."""
+    return loop_refusal(eqn) is None
+
+
+def loop_refusal(eqn) -> str | None:
+    """Why a ``loop`` equation cannot run as one compiled loop (the op that stops it, and
+    where the user wrote it), or None when it can."""
     try:
         LoopStep(eqn, "L")
-    except Unsupported:
-        return False
-    return True
+    except Unsupported as exc:
+        return str(exc)
+    return None
 
 
 class _BodyPlan:
@@ -103,10 +110,20 @@ class _BodyPlan:
             if e.op.name == "dot_general":
                 self.steps.append(("dot", e, _blas_dot(e)))
                 continue
-            raise Unsupported(f"{e.op.name} in a loop body has no compiled form")
+            raise Unsupported(f"{e.op.name}{_where(e)} has no compiled form inside a loop")
         for o in g.outputs:
             if isinstance(o, Lit):
                 raise Unsupported("a literal loop result")
+
+
+def _where(e) -> str:
+    """`` (file:line: code)`` of the user's line that recorded ``e``, or ``""``."""
+    src = e.source
+    if src is None:
+        return ""
+    code = src.line.strip() if src.line else linecache.getline(src.filename,
+                                                                src.lineno).strip()
+    return f" ({src}: {code})" if code else f" ({src})"
 
 
 # views a trip may need as a value of its own (a contraction's operand, a result) whose op is
@@ -167,11 +184,10 @@ def _matrix_view(aval, perm, shape):
 
 
 def _copy(dst: str, src: str) -> list[str]:
-    """Lines copying flat buffer ``src`` into ``dst``: a plain loop (numba compiles the
-    generic ``dst[:] = src`` slice assignment in ~1.6 s). The temporary is named after the
-    destination, so copies of different dtypes never share a variable."""
-    tmp = "cp_" + "".join(ch if ch.isalnum() else "_" for ch in dst)
-    return [f"{tmp} = {src}", f"for q in range({dst}.shape[0]):", f"    {dst}[q] = {tmp}[q]"]
+    """Lines copying flat buffer ``src`` into ``dst``: a call of ``views.copy`` (a loop
+    written here costs compile time in every module; numba compiles the generic ``dst[:] =
+    src`` slice assignment in ~1.6 s)."""
+    return [f"av.copy({dst}, {src})"]
 
 
 def _inline(kernel_text: str, args: list[str], sfx: str) -> list[str]:
@@ -191,6 +207,8 @@ def _inline(kernel_text: str, args: list[str], sfx: str) -> list[str]:
         def visit_Name(self, node):
             if node.id in local:
                 return ast.copy_location(ast.Name(node.id + sfx, node.ctx), node)
+            if node.id == "vm":         # vecmath: called, not inlined (``vecmath_calls``)
+                return ast.copy_location(ast.Name("vc", node.ctx), node)
             return node
     lines = [f"{p}{sfx} = {a}" for p, a in zip(params, args)]
     for st in body[:-1]:
@@ -204,11 +222,11 @@ def _rows(m) -> str:
 
 
 def _view(name: str, shape) -> str:
-    """A flat buffer as the ``shape`` a kernel reads (1-d: the buffer itself; each reshape
-    costs numba compile time)."""
+    """A flat buffer as the ``shape`` a kernel reads (1-d: the buffer itself; else a view
+    made by ``views.shaped``: numba's reshape costs compile time at every call site)."""
     if len(shape) == 1:
         return name
-    return f"{name}.reshape({tuple(int(n) for n in shape)!r})"
+    return f"av.shaped({name}, {tuple(int(n) for n in shape)!r})"
 
 
 class LoopStep:
@@ -435,7 +453,9 @@ def _module_text(lines: list[str]) -> str:
             "from functrace.backends.cpu import vecmath as vm\n"
             "from functrace.backends.cpu import vecmath_special as vs\n"
             "from functrace.backends.cpu import vecmath_incomplete as vi\n"
-            "from functrace.backends.cpu import scalar as cs\n\n\n")
+            "from functrace.backends.cpu import scalar as cs\n"
+            "from functrace.backends.cpu import vecmath_calls as vc\n"
+            "from functrace.backends.cpu import views as av\n\n\n")
     return head + "\n".join(lines) + "\n"
 
 

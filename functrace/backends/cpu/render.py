@@ -323,7 +323,7 @@ def _render_chunked_reduction(w, spec, by_depth, base):
     if w.outer is not None and w.r == "r":   # parallel blocks of the kept outer axis
         base = _open_blocks(w, base, f"min(n0, {KEPT_BLOCKS})", True)
     # one buffer per kernel call, or per block (blocks may run on different threads)
-    w(base, f"buf = np.empty({CHUNK}, {ctor})")
+    w(base, f"buf = av.scratch({CHUNK}, {ctor})")
     _emit_level(w, by_depth, 0, base)
     for d in range(inner):
         w.loop(base + d, d)

@@ -82,7 +82,8 @@ def vecmath_hash() -> str:
         h = hashlib.sha256()
         for name in ("vecmath.py", "vecmath_f32.py", "vecmath_llvm.py", "scalar.py",
                      "vecmath_special.py", "vecmath_special_tables.py", "vecmath_incgamma.py",
-                     "vecmath_incbeta.py", "vecmath_incomplete.py"):
+                     "vecmath_incbeta.py", "vecmath_incomplete.py", "vecmath_calls.py",
+                     "views.py"):
             path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
             with open(path, "rb") as f:
                 h.update(f.read())
@@ -100,6 +101,7 @@ def kernel_module_source(spec, parallel: bool = False) -> tuple[str, str]:
                    "from functrace.backends.cpu import vecmath as vm\n"
                    "from functrace.backends.cpu import vecmath_special as vs\n"
                    "from functrace.backends.cpu import vecmath_incomplete as vi\n"
-                   "from functrace.backends.cpu import scalar as cs\n\n\n") + body
+                   "from functrace.backends.cpu import scalar as cs\n"
+                   "from functrace.backends.cpu import views as av\n\n\n") + body
     key = spec_key(text)
     return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)
