@@ -50,7 +50,7 @@ from .running import (
     traced_transform,
 )
 from .tape import BatchTrace, BatchTracer, JVPTrace, JVPTracer, unwrap, zeros_of
-from .tracing import Tracer, current_trace, using_trace
+from .tracing import Tracer, current_trace, fresh_constant, using_trace
 
 __all__ = ["jvp", "linearize", "vmap", "jacfwd", "jacrev", "jacobian", "hessian"]
 
@@ -500,7 +500,8 @@ def _basis(avals, start, stop):
             j = start + r - off
             if 0 <= j < m:
                 b[r, j] = 1
-        out.append(b.reshape((n_rows,) + av.shape))
+        # fresh, and a function of the shapes alone: caches need not compare it per call
+        out.append(fresh_constant(b.reshape((n_rows,) + av.shape)))
         off += m
     return out
 

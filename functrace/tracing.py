@@ -54,7 +54,8 @@ __all__ = ["Trace", "Tracer", "Guard", "bind", "trace_to_graph", "eval_graph", "
            "using_trace", "CURRENT_TRACE", "SOURCE_OVERRIDE", "COTANGENTS_WANTED", "user_source",
            "SAVED_FORWARD", "saved_forward",
            "cotangent_wanted", "is_tracer", "ShapeDtype", "rule_source", "conversion_error",
-           "op_error", "user_error", "USER_ERRORS", "abstract_value_error", "source_line"]
+           "op_error", "user_error", "USER_ERRORS", "abstract_value_error", "source_line",
+           "fresh_constant"]
 
 ShapeDtype = AVal   # public name for an abstract example argument: ft.ShapeDtype((3,), "f4")
 
@@ -305,6 +306,7 @@ class Trace:
         self.producer: dict[Var, Eqn] = {}
         self.values: dict[Var, Any] = {}
         self.consts: list[tuple[np.ndarray, np.ndarray]] = []   # (user array, its Lit copy)
+        self._const_ids: set[int] = set()   # each array in consts once (checked per cached call)
         self.active = True
         self.concretized = False
         self.guards: list[Guard] = []
@@ -349,7 +351,7 @@ class Trace:
             if t.eager:   # an autograd.NDArray read by a transform: a constant, like an array
                 lit = Lit(x.value)
                 if lit.aval.shape:
-                    self.consts.append((x, lit.val))   # caches compare its current value
+                    self._add_const(x, lit.val)   # caches compare its current value
                 return lit
             when = " after its transform finished" if not t.active else ""
             raise TracerLeakError(
@@ -369,8 +371,15 @@ class Trace:
         arr = _as_array(x)
         lit = Lit(arr)
         if (arr is x or on_device(x)) and arr.ndim and _host_copies.get(id(arr)) is not arr:
-            self.consts.append((x, lit.val))   # lets caches notice in-place updates
+            self._add_const(x, lit.val)   # lets caches notice in-place updates
         return lit
+
+    def _add_const(self, x, val) -> None:
+        """Record array ``x``, baked in as literal value ``val``, once per trace (the list keeps
+        ``x`` alive, so its id stays unique)."""
+        if id(x) not in self._const_ids:
+            self._const_ids.add(id(x))
+            self.consts.append((x, val))
 
     # -- recording ---------------------------------------------------------------------------
     def record(self, op: Op, args: Sequence[Any], params: dict) -> Any:
@@ -452,9 +461,25 @@ class Trace:
         return self.values[var]
 
 
-# host copies of GPU arrays made while tracing (functrace.numpy's asarray_any): the copy is
-# fresh, so comparing it with its literal on every cached call would only cost time
+# arrays functrace made itself while tracing and nobody else holds: host copies of GPU arrays
+# (functrace.numpy's asarray_any) and ``fresh_constant``s (jacfwd's basis). Comparing them with
+# their literals on every cached call would only cost time (a 200x200 basis: ~0.1 ms a check)
 _host_copies: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def fresh_constant(a: np.ndarray) -> np.ndarray:
+    """Mark ``a``, an array functrace made for a trace and hands to no one else (jacfwd's and
+    jacrev's basis), as a constant caches need not re-check: its value is a function of what
+    the cache key already holds (shapes and dtypes), and no user code can update it in place.
+    Returns ``a``.
+
+    Example:
+        >>> import numpy as np
+        >>> from functrace.tracing import fresh_constant
+        >>> basis = fresh_constant(np.eye(3))
+    """
+    _host_copies[id(a)] = a
+    return a
 
 
 def host_copy(x) -> np.ndarray:

@@ -15,11 +15,12 @@ and tiers"):
   unit axes in front of a group become static index maps of the group's reads
   (``resolve``); such a view equation only runs (as a numpy view) if something outside a group
   reads it.
-* **Pads are shifted reads**: a ``pad`` the target accepts (``op.fusion == "shifted"``; no interior
-  padding, a constant fill) joins groups like an elementwise equation whose loop shape is its
-  *output* shape; its input is read at ``loop index - low`` where in range, else the fill is
-  used. Because the read is shifted it never reads a value of its own group, and its input
-  is never recomputed into the group.
+* **Pads are shifted reads**: a ``pad`` the target accepts (``op.fusion == "shifted"``;
+  non-negative padding, a constant fill) joins groups like an elementwise equation whose loop
+  shape is its *output* shape; its input is read at ``loop index - low`` (with interior
+  padding, ``(loop index - low) // (interior + 1)`` where that division is exact) where in
+  range, else the fill is used. Because the read is shifted it never reads a value of its
+  own group, and its input is never recomputed into the group.
 * Equations are visited in topological order (graph order, except that a 0-d elementwise
   equation comes as soon as its inputs are computed: scalar math on parameters, such as
   ``log(scale)``, must not split the kernel of the arrays that read it) and join an existing

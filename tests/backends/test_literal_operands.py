@@ -143,6 +143,63 @@ def test_literal_kind():
     assert kind(np.full(3, -0.0))[0] == "uniform" and kind(np.array([0.0, -0.0])) is None
 
 
+def test_literal_kind_strided_diagonal():
+    kind = codegen.literal_kind
+    # eye(6)[:, 0::2]: ones at (2t, t), i.e. 2*i1 - i0 == 0; [:, 1::2]: 2*i1 - i0 == -1
+    assert kind(np.eye(6)[:, 0::2] * 3) == ("diag", 0, 1, 0, 3.0, 0, 0, 2, 1)
+    assert kind(np.eye(6)[:, 1::2]) == ("diag", 0, 1, -1, 1.0, 0, 0, 2, 1)
+    assert kind(np.eye(6)[0::2, :]) == ("diag", 0, 1, 0, 1.0, 0, 0, 1, 2)
+    assert kind(np.eye(9)[:, 1::3]) == ("diag", 0, 1, -1, 1.0, 0, 0, 3, 1)
+    # a run that stops short of the box's edge: lo/hi bound the row index
+    a = np.zeros((9, 4))
+    a[2, 1] = a[4, 2] = 5.0                       # (0, 0) and (6, 3) are on the line too
+    assert kind(a) == ("diag", 0, 1, -2 * 1 + 2, 5.0, 2, 4, 2, 1)
+    # not one strided line of one value: a hole, a second value, uneven steps, steps with a
+    # common factor (the lattice points in between would be zero), an anti-diagonal
+    a = np.eye(8)[:, 0::2].copy()
+    a[4, 2] = 0
+    assert kind(a) is None
+    a = np.eye(8)[:, 0::2].copy()
+    a[4, 2] = 2
+    assert kind(a) is None
+    a = np.zeros((6, 6))
+    a[0, 0] = a[2, 1] = a[3, 2] = 1
+    assert kind(a) is None
+    a = np.zeros((6, 6))
+    a[0, 0] = a[2, 2] = a[4, 4] = 1
+    assert kind(a) is None
+    assert kind(np.eye(6)[::-1, 0::2].copy()) is None
+
+
+@pytest.mark.parametrize("rows, step, start", [(8, 2, 0), (8, 2, 1), (9, 3, 2), (7, 2, 1)])
+def test_strided_diagonal_in_a_kernel(rows, step, start):
+    # a strided slice of eye (jacfwd's basis after x[start::step]) computed from the indices,
+    # on its own axes and transposed, with and without a reduction over each axis
+    lit = np.eye(rows)[:, start::step] * 1.5
+    cols = lit.shape[1]
+    x = rand(rows, cols)
+    prog = check(lambda x: ops.add(ops.mul(ops.sin(x), lit), x), x)
+    assert f"{step} * i1 - i0 == {-start}" in prog.source
+    xt = rand(cols, rows)
+    prog = check(lambda x: ops.mul(ops.transpose(lit, (1, 0)), ops.exp(x)), xt)
+    assert f"{step} * i0 == {start}" in prog.source
+    for axes in [(0,), (1,), (0, 1)]:
+        check(lambda x, axes=axes: ops.reduce_sum(ops.mul(ops.sin(x), lit), axes), x,
+              rtol=1e-12)
+
+
+def test_strided_diagonal_run_and_chunked_inner_axis():
+    # a partial run (lo/hi guards), and a long inner reduced axis (unsigned chunk index)
+    a = np.zeros((9, 4))
+    a[2, 1] = a[4, 2] = 5.0
+    x = rand(9, 4)
+    check(lambda x: ops.add(ops.mul(x, a), ops.mul(x, x)), x)
+    lit = np.eye(2 * 2500)[:, 1::2][:3000].T.copy()         # (2500, 3000): 2*i0 - i1 == -1
+    y = rand(2500, 3000)
+    prog = check(lambda y: ops.reduce_sum(ops.mul(ops.cos(y), lit), (1,)), y, rtol=1e-12)
+    assert "np.int64(i1)" in prog.source
+
+
 # --------------------------------------------------------------------------------------------
 # diagonal literals: every k, dtypes, views
 # --------------------------------------------------------------------------------------------

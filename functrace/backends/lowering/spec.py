@@ -16,14 +16,17 @@ How a group becomes a kernel:
   *index map*: for each of the operand's axes, the loop axis that indexes it, or None for a
   size-1 axis read at 0. Broadcasts, transposes and unit-axis reshapes in front of the group
   are folded into these maps (``passes.fusion.resolve_view``), so they cost nothing.
-* A ``pad`` (no interior padding, a constant fill; ``fusible_pad``) is a *guarded shifted
+* A ``pad`` (non-negative padding, a constant fill; ``fusible_pad``) is a *guarded shifted
   read* of its input: ``x = a[i0 - lo0, i1] if (i0 >= lo0) and (i0 < n0 - hi0) else fill``
-  (``Operand.offsets``/``guards``/``fill``, rendered by ``operand_read``). Views between the
+  (``Operand.offsets``/``guards``/``fill``, rendered by ``operand_read``); interior padding
+  (the transpose of a strided slice ``x[0::2]``) is a strided read, ``a[(i0 - lo0) // 2]``
+  where ``(i0 - lo0) % 2 == 0`` too (``Operand.steps``). Views between the
   pad's input and its root fold as above (a root axis indexed by loop axis ``d`` is shifted
   by ``lo_d``); the pad's output is that read. Guarded loop axes are never merged.
 * An array literal root is not read when ``literal_kind`` (bitwise, once per literal) finds it
   *uniform* (a scalar constant, like a 0-d literal) or *single-diagonal* (zero except ``v`` on
-  ``index_q - index_p == k`` of its two varying axes, or on a slice of that diagonal): the
+  ``index_q - index_p == k`` of its two varying axes, or on a slice of that diagonal; or on a
+  strided diagonal ``dr * index_q - dc * index_p == k``, a strided slice of ``eye``): the
   latter is a body value computed from the loop indices, ``(v if i1 - i0 == k else 0)``, at
   the depth of its deeper axis, and its two loop axes are never merged. (jacfwd's ``eye``
   basis, sliced/scaled/padded and folded at lowering, is read as nothing.)
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -71,7 +75,11 @@ class Operand:
 
     A *shifted* operand (a fused ``pad``) reads operand axis ``p`` at ``i{axes[p]} -
     offsets[p]``, only where every guard ``(d, lo, hi)`` holds (``lo <= i{d} < n{d} - hi``),
-    and is ``fill`` (a constant expression) elsewhere. The defaults are a plain read.
+    and is ``fill`` (a constant expression) elsewhere. With interior padding, ``steps[g] > 1``
+    for guard ``g = (d, lo, hi)`` (the pad's ``interior + 1`` along loop axis ``d``): an
+    operand axis read on ``d`` is read at ``(i{d} - lo) // steps[g]``, and only where that
+    division is exact (tested even where no operand axis is read on ``d``: a broadcast). The
+    defaults are a plain read.
     """
 
     dtype: np.dtype
@@ -79,11 +87,12 @@ class Operand:
     offsets: tuple[int, ...] = ()
     guards: tuple[tuple[int, int, int], ...] = ()
     fill: str | None = None
+    steps: tuple[int, ...] = ()
 
     @property
     def shifted(self) -> bool:
-        """Whether the read is not a plain elementwise read (offsets or guards)."""
-        return bool(self.guards) or any(self.offsets)
+        """Whether the read is not a plain elementwise read (offsets, steps or guards)."""
+        return bool(self.guards) or any(self.offsets) or any(s != 1 for s in self.steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,15 +214,16 @@ def element_expr(op_name: str, template: str | Callable | None, args: list[str],
 # --------------------------------------------------------------------------------------------
 
 def fusible_pad(e, dtype_ok: Callable[[np.dtype], bool] = lambda dt: True) -> bool:
-    """Whether ``pad`` equation ``e`` can be a guarded shifted read in a kernel: no interior
-    padding, a scalar literal fill, a non-empty operand of rank >= 1, and a dtype the target
+    """Whether ``pad`` equation ``e`` can be a guarded shifted read in a kernel: non-negative
+    low and high padding (interior padding too: a strided read, the transpose of a strided
+    slice), a scalar literal fill, a non-empty operand of rank >= 1, and a dtype the target
     handles."""
     if e.op.fusion != "shifted":
         return False
     x, v = e.inputs
     if x.aval.ndim == 0 or x.aval.size == 0:
         return False
-    if any(it != 0 for _lo, _hi, it in e.params["config"]):
+    if any(lo < 0 or hi < 0 or it < 0 for lo, hi, it in e.params["config"]):
         return False
     if not (isinstance(v, Lit) and v.val.ndim == 0):
         return False
@@ -234,17 +244,25 @@ def read_depth(o: Operand) -> int:
 def operand_read(k: int, o: Operand, unsigned: frozenset = frozenset()) -> str:
     """The statement reading operand ``k`` into ``x{k}``: ``x3 = a3[i0, i1]``, or for a
     shifted operand ``x3 = a3[i0 - 1, i1] if (i0 >= 1) and (i0 < n0 - 2) else fill`` (the
-    read itself is guarded: kernels run without bounds checks). Loop indices in ``unsigned``
-    are ``np.uint64`` (the chunked inner axis), so their constants are too (numba types
-    ``uint64 - int64`` as float64)."""
+    read itself is guarded: kernels run without bounds checks; with interior padding the
+    index is ``(i1 - 1) // 2`` and ``((i1 - 1) % 2 == 0)`` is tested after the range guards).
+    Loop indices in ``unsigned`` are ``np.uint64`` (the chunked inner axis), so their
+    constants are too (numba types ``uint64 - int64`` as float64)."""
     if not o.shifted:
         return f"x{k} = a{k}[{index_list(o.axes)}]"
 
     def const(d, c):
         return f"np.uint64({c})" if d in unsigned else str(c)
     offs = o.offsets or (0,) * len(o.axes)
-    idx = ", ".join(f"i{d} - {const(d, off)}" if off else f"i{d}"
-                    for d, off in zip(o.axes, offs)) if o.axes else "0"
+    step_of = dict(zip((d for d, _lo, _hi in o.guards), o.steps))
+    steps = [step_of.get(d, 1) for d in o.axes]
+
+    def at(d, off, paren=False):
+        if not off:
+            return f"i{d}"
+        return f"(i{d} - {const(d, off)})" if paren else f"i{d} - {const(d, off)}"
+    idx = ", ".join(at(d, off) if st == 1 else f"{at(d, off, True)} // {const(d, st)}"
+                    for d, off, st in zip(o.axes, offs, steps)) if o.axes else "0"
     read = f"a{k}[{idx}]"
     conds = []
     for d, lo, hi in o.guards:
@@ -253,6 +271,9 @@ def operand_read(k: int, o: Operand, unsigned: frozenset = frozenset()) -> str:
         if hi:
             bound = f"np.uint64(n{d} - {hi})" if d in unsigned else f"n{d} - {hi}"
             conds.append(f"(i{d} < {bound})")
+    # the exact-division tests come after the range tests, which keep ``i - lo`` >= 0
+    conds += [f"({at(d, lo, True)} % {const(d, st)} == 0)"
+              for (d, lo, _hi), st in zip(o.guards, o.steps) if st != 1]
     if not conds:
         return f"x{k} = {read}"
     return f"x{k} = {read} if {' and '.join(conds)} else {o.fill}"
@@ -308,7 +329,7 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
         dt = root.aval.dtype
         if kind[0] == "uniform":
             return const_expr(kind[1], dt)
-        _tag, p, q, k, v, lo, hi = kind
+        _tag, p, q, k, v, lo, hi, *steps = kind
         dp, dq = amap[p], amap[q]
         if dp is None or dq is None or dp == dq or loop_shape[dp] == 1 or loop_shape[dq] == 1:
             return None
@@ -317,7 +338,8 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
         if name is None:
             name = diag_index[key] = f"t{tmp}"
             tmp += 1
-            diags.append((name, dp, dq, (k, lo, hi), const_expr(v, dt), const_expr(0, dt), dt))
+            diags.append((name, dp, dq, (k, lo, hi, *steps), const_expr(v, dt),
+                          const_expr(0, dt), dt))
         return name
 
     def operand(atom) -> str:
@@ -348,13 +370,15 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
         if isinstance(x, Var) and x in names:
             raise Unsupported("a pad of a value of its own group")
         cfg = e.params["config"]
-        if any(it for _lo, _hi, it in cfg):
-            raise Unsupported("interior padding")
+        if any(lo < 0 or hi < 0 or it < 0 for lo, hi, it in cfg):
+            raise Unsupported("negative padding")
         fill = e.inputs[1]
         if not (isinstance(fill, Lit) and fill.val.ndim == 0):
             raise Unsupported("pad with a computed fill value")
         shift = (tuple(lo for lo, _hi, _it in cfg), tuple(hi for _lo, hi, _it in cfg),
                  const_expr(fill.val, e.outputs[0].aval.dtype))
+        if any(it for _lo, _hi, it in cfg):        # interior padding: a strided read
+            shift += (tuple(it + 1 for _lo, _hi, it in cfg),)
         root, amap = view_of(x, loop_shape, group)
         if isinstance(root, Var) and root in members:
             raise Unsupported("a pad of a value of its own group")
@@ -435,7 +459,7 @@ def _simplify_loop_nest(loop_shape, op_list, diags, red):
     guarded: set[int] = set()
     for _root, _amap, shift in op_list:
         if shift is not None:
-            guarded.update(d for d in range(nd) if shift[0][d] or shift[1][d])
+            guarded.update(d for d in range(nd) if _guarded_axis(shift, d))
     if any(loop_shape[d] == 1 for d in guarded):
         raise Unsupported("a padded loop axis of extent 1")
     pinned = guarded | {d for _n, dp, dq, *_rest in diags for d in (dp, dq)}
@@ -473,12 +497,21 @@ def _simplify_loop_nest(loop_shape, op_list, diags, red):
         if shift is None:
             operands.append(Operand(root.aval.dtype, tuple(new_axes)))
         else:
-            los, his, fill = shift
-            guards = tuple((new_of[d], los[d], his[d]) for d in range(nd) if los[d] or his[d])
+            los, his, fill = shift[:3]
+            gaxes = [d for d in range(nd) if _guarded_axis(shift, d)]
+            guards = tuple((new_of[d], los[d], his[d]) for d in gaxes)
+            steps = [shift[3][d] if len(shift) > 3 else 1 for d in gaxes]
             operands.append(Operand(root.aval.dtype, tuple(new_axes),
-                                    tuple(offsets) if any(offsets) else (), guards, fill))
+                                    tuple(offsets) if any(offsets) else (), guards, fill,
+                                    tuple(steps) if any(st != 1 for st in steps) else ()))
         binding_ops.append((root, tuple(rshape) or (1,)))
     return operands, binding_ops, extents, new_of
+
+
+def _guarded_axis(shift, d: int) -> bool:
+    """Whether a fused pad's read (``shift``: lows, highs, fill[, steps]) tests loop index
+    ``d`` (low or high padding, or interior padding: a step)."""
+    return bool(shift[0][d] or shift[1][d] or (len(shift) > 3 and shift[3][d] != 1))
 
 
 def _body_at_depths(operands, diags, lines, new_of, ndim, red) -> tuple[list, dict[str, int]]:
@@ -495,7 +528,8 @@ def _body_at_depths(operands, diags, lines, new_of, ndim, red) -> tuple[list, di
         unsigned = {ndim - 1} if (ndim - 1) in raxes0 else set()
         for name, dp, dq, band, v, zero, dt in diags:
             jp, jq = new_of[dp], new_of[dq]
-            cond = _diag_cond(jp, jq, *band, unsigned)
+            k, lo, hi, *steps = band
+            cond = _diag_cond(jp, jq, k, lo, hi, unsigned, *steps)
             # a bool diagonal is True (an all-False literal is uniform)
             expr = cond if np.dtype(dt).kind == "b" else f"({v} if {cond} else {zero})"
             depth[name] = max(jp, jq) + 1
@@ -538,12 +572,15 @@ def _closing_reduction(red, new_of, ndim, depth, name):
     return Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes), None
 
 
-def _diag_cond(jp: int, jq: int, k: int, lo: int, hi: int, unsigned) -> str:
-    """``i<jq> - i<jp> == k``, and ``lo <= i<jp> < n<jp> - hi`` where the run of non-zeros
-    does not cover the whole diagonal (signed indices)."""
-    def ix(j):
-        return f"np.int64(i{j})" if j in unsigned else f"i{j}"
-    conds = [f"({ix(jq)} - {ix(jp)} == {int(k)})"]
+def _diag_cond(jp: int, jq: int, k: int, lo: int, hi: int, unsigned, dr: int = 1,
+               dc: int = 1) -> str:
+    """``i<jq> - i<jp> == k`` (strided: ``dr * i<jq> - dc * i<jp> == k``), and ``lo <= i<jp>
+    < n<jp> - hi`` where the run of non-zeros does not cover the whole diagonal (signed
+    indices)."""
+    def ix(j, c=1):
+        i = f"np.int64(i{j})" if j in unsigned else f"i{j}"
+        return i if c == 1 else f"{int(c)} * {i}"
+    conds = [f"({ix(jq, dr)} - {ix(jp, dc)} == {int(k)})"]
     if lo:
         conds.append(f"({ix(jp)} >= {int(lo)})")
     if hi:
@@ -558,8 +595,10 @@ def literal_kind(val: np.ndarray):
     (other axes have size 1, or it is constant along them: a folded broadcast), and every
     element is ``+0`` except on the diagonal ``index_q - index_p == k``, where each is
     ``value`` (``lo``/``hi`` > 0: only for ``lo <= index_p < size_p - hi``, a slice of the
-    diagonal, as a padded slice of ``eye`` has); None otherwise (also for dtypes without a
-    scalar constant)."""
+    diagonal, as a padded slice of ``eye`` has); ``("diag", p, q, k, value, lo, hi, dr, dc)``
+    for a *strided* diagonal, ``dr * index_q - dc * index_p == k`` with coprime steps ``dr,
+    dc >= 1`` not both 1 (a strided slice of ``eye``: ``eye(200)[:, 0::2]`` has ``dr = 2``);
+    None otherwise (also for dtypes without a scalar constant)."""
     val = np.asarray(val)
     dt = val.dtype
     if val.ndim == 0 or val.size == 0 or dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8):
@@ -578,20 +617,31 @@ def literal_kind(val: np.ndarray):
     at = tuple(slice(None) if a in axes else 0 for a in range(val.ndim))
     m = bits[at]
     val = val[at]
-    first = int(np.argmax(m.reshape(-1) != 0))
-    r, c = divmod(first, cols)
-    k = c - r
-    vb = m[r, c]
-    # the diagonal's entries before row r are zero (r holds the first non-zero element);
-    # the run of ``value`` from row r ends at row ``end``; nothing else may be non-zero
-    top = max(0, -k)
-    run = np.diagonal(m, k)[r - top:] == vb
-    end = r + (run.size if run.all() else int(np.argmin(run)))
-    if np.count_nonzero(m) != end - r:
+    # the non-zero elements, in row-major order: T points (r + t*dr, c + t*dc) of one line,
+    # all the same value, with coprime steps (so they are every lattice point of the line
+    # dr*index_q - dc*index_p == k between the first and the last)
+    nz = np.flatnonzero(m.reshape(-1) != 0)
+    rs, cs = np.divmod(nz, cols)
+    r, c = int(rs[0]), int(cs[0])
+    if not (m.reshape(-1)[nz] == m[r, c]).all():
         return None
-    lo = r if r > top else 0
-    hi = rows - end if end < min(rows, cols - k) else 0
-    return ("diag", p, q, k, val[r, c], lo, hi)
+    dr = dc = 1
+    if nz.size > 1:
+        dr, dc = int(rs[1] - rs[0]), int(cs[1] - cs[0])
+        if dr < 1 or dc < 1 or math.gcd(dr, dc) != 1:
+            return None
+        if not ((np.diff(rs) == dr).all() and (np.diff(cs) == dc).all()):
+            return None
+    t = nz.size
+    k = dr * c - dc * r
+    # lo/hi: only where the run does not reach the box's edge (a lattice point of the line
+    # inside the box before the first or after the last)
+    lo = r if (r - dr >= 0 and c - dc >= 0) else 0
+    end = r + (t - 1) * dr + 1
+    hi = rows - end if (r + t * dr < rows and c + t * dc < cols) else 0
+    if dr == dc == 1:
+        return ("diag", p, q, k, val[r, c], lo, hi)
+    return ("diag", p, q, k, val[r, c], lo, hi, dr, dc)
 
 
 def _mergeable(a: int, b: int, maps, red_axes, guarded=frozenset()) -> bool:
