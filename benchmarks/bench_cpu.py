@@ -42,9 +42,12 @@ from __future__ import annotations
 import os
 import sys
 
-# before numpy, numba or jax start: the thread counts of this process (benchmarks/_thread_env)
+# before numpy, numba or jax start: the thread counts of this process (benchmarks/_thread_env),
+# only when run as the benchmark: tests import its workloads (rosen, ...) and must keep their
+# own thread settings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _thread_env  # noqa: F401
+if __name__ == "__main__":
+    import _thread_env  # noqa: F401
 
 # isort: split
 
