@@ -30,6 +30,10 @@ from functrace.core import Graph
 
 pytest.importorskip("numba")
 
+# live_graphs() and made_since() collect and scan the whole heap: run these tests while the
+# worker is young (tests/conftest.py moves ``early`` tests first)
+pytestmark = pytest.mark.early
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _cache_dir(tmp_path_factory):
