@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 import pytest
+from random_checks import words as _words
 from random_golden import CASES, DIGESTS
 
 import functrace as ft
@@ -49,16 +50,6 @@ def _call(name, seed, args, kwargs):
     return getattr(random, name)(random.PRNGKey(seed), *args, **kwargs)
 
 
-def _words(x):
-    x = np.asarray(x)
-    flat = x.reshape(-1)
-    if x.dtype.kind == "c":
-        flat = flat.view(np.dtype(f"float{x.dtype.itemsize * 4}"))
-    if flat.dtype.kind == "f":
-        flat = flat.view(np.dtype(f"uint{flat.dtype.itemsize * 8}"))
-    if flat.dtype.kind == "b":
-        flat = flat.astype(np.uint8)
-    return x.dtype.name, x.shape, [int(v) for v in flat]
 
 
 def _ids(cases):

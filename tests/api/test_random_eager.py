@@ -22,6 +22,7 @@ import hashlib
 
 import numpy as np
 import pytest
+from random_checks import words as _words
 from random_golden import CASES, DIGESTS
 
 import functrace as ft
@@ -51,16 +52,6 @@ def route(request, monkeypatch):
     yield request.param
 
 
-def _words(x):
-    x = np.asarray(x)
-    flat = x.reshape(-1)
-    if x.dtype.kind == "c":
-        flat = flat.view(np.dtype(f"float{x.dtype.itemsize * 4}"))
-    if flat.dtype.kind == "f":
-        flat = flat.view(np.dtype(f"uint{flat.dtype.itemsize * 8}"))
-    if flat.dtype.kind == "b":
-        flat = flat.astype(np.uint8)
-    return x.dtype.name, x.shape, [int(v) for v in flat]
 
 
 def _call(name, seed, args, kwargs):
