@@ -614,3 +614,35 @@ def test_disk_cache_is_reused_by_a_fresh_process(tmp_path):
     assert first == ["False", "False"]
     assert second == ["True", "True"]
     assert any(p.name.startswith("ftk_") and p.suffix == ".py" for p in tmp_path.iterdir())
+
+
+def test_compiles_run_with_the_garbage_collector_paused(monkeypatch):
+    """numba's compiler allocates enough to trigger many collections, each walking the whole
+    heap (a fifth of a compile): kernels compile with ``gc`` paused. Afterwards the
+    collector is back as it was: enabled, or disabled if the program had disabled it."""
+    import gc
+
+    from functrace.backends import gc_pause
+    load = numba_cpu.load_kernel
+    during = []
+
+    def watched(*a, **k):
+        during.append(gc.isenabled())
+        return load(*a, **k)
+    monkeypatch.setattr(numba_cpu, "load_kernel", watched)
+    x = np.linspace(0.0, 1.0, 7)
+    try:
+        for k, enabled in enumerate((True, False)):
+            (gc.enable if enabled else gc.disable)()
+            during.clear()
+            f = ft.jit(lambda x, k=k: fnp.tanh(x * (2.0 + k)) + fnp.cos(x), eager=True)
+            np.testing.assert_allclose(f(x), np.tanh(x * (2.0 + k)) + np.cos(x), rtol=1e-15)
+            assert during and not any(during), during
+            assert gc.isenabled() is enabled
+        with gc_pause.paused():                  # nests
+            with gc_pause.paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert gc.isenabled() is False           # the caller's setting (disabled) is kept
+    finally:
+        gc.enable()

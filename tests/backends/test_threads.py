@@ -155,6 +155,38 @@ def test_block_count_depends_on_shapes_only():
     assert render.reduction_blocks((64, 10 ** 6), red2) <= 64 // 4
 
 
+@pytest.mark.parametrize("shape, axis", [((16, 16), 0), ((300, 7), 0), ((40, 3, 5), (0, 2)),
+                                         ((5000,), 0)])
+def test_static_one_block_reduction_renders_without_blocks(shape, axis):
+    """A kernel inlined into a compiled loop knows its extents: a reduction they give one
+    block is rendered without the blocks' scratch array, and must give the same bits as the
+    kernel that computes the block count at run time."""
+    import numba
+
+    from functrace.backends.cpu import executor
+    x = np.random.default_rng(0).normal(size=shape)
+    jitted = ft.jit(lambda x: fnp.sum(fnp.sin(x) * 2.0, axis=axis), threads=False)
+    (ks,) = executor.lower(jitted.lower(x).graph, parallel=False).kernels.values()
+    extents = x.shape if len(shape) == ks.spec.ndim else None
+    assert extents is not None and render.reduction_blocks(extents, ks.spec.reduction) == 1
+    ns = {"np": np, "numba": numba}
+    exec("from functrace.backends.cpu import vecmath as vm, views as av", ns)
+    fns = []
+    for ext in (None, extents):
+        text = render.render_cpu(ks.spec, "kernel", "@numba.njit", extents=ext)
+        assert ("np.empty" in text) == (ext is None)
+        exec(text, ns)
+        fns.append(ns["kernel"])
+    keep = [n for d, n in enumerate(shape) if d not in ks.spec.reduction.axes]
+    outs = []
+    for fn in fns:
+        r = np.full(keep or [1], np.nan)
+        fn(*shape, x, r)
+        outs.append(r)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0].reshape(np.shape(jitted(x))), jitted(x), rtol=0)
+
+
 def test_blocked_sum_is_accurate_and_order_sensitive_data():
     """The blocked sum of the wide-range vector against math.fsum, and a check that the data
     would expose a changed order (summing the blocks in reverse gives other bits)."""

@@ -140,6 +140,37 @@ def check_jit(f, *args, loops=None, rtol=1e-12, atol=1e-13):
     return prog
 
 
+@pytest.mark.parametrize("T", [1, 2, 3, 4])
+def test_compiled_loop_carries_for_odd_and_even_trip_counts(T):
+    """A swapped carry's initial value is copied in by the runner, and its fresh output is
+    whichever buffer the last swap leaves as ``cur`` (it depends on T's parity); a carry
+    that is also a stacked result is read back from its last row. A second call reuses the
+    spare buffers and must leave the first call's results as they were."""
+    rng = np.random.default_rng(T)
+    W, xs = rng.normal(0, 0.3, (4, 4)), rng.normal(size=(T, 4))
+
+    def f(W, xs):
+        def step(c, x):
+            h, s = c
+            h2 = fnp.tanh(W @ h + x)
+            return (h2, s + fnp.sum(h2)), h2      # h2: a carry and a stacked result
+        (h, s), hs = ft.scan(step, (fnp.ones(4) * 0.5, 1.0), xs)
+        return h, s, hs
+
+    h, s, hs = np.full(4, 0.5), 1.0, []
+    for x in xs:
+        h = np.tanh(W @ h + x)
+        s, hs = s + h.sum(), hs + [h]
+    check_jit(f, W, xs, loops=1)
+    fj = ft.jit(f, eager=True)
+    first = [np.array(a) for a in fj(W, xs)]
+    kept = fj(W, xs)
+    fj(W * 0.5, xs[::-1].copy())
+    for a, b, want in zip(first, kept, [h, s, np.array(hs)]):
+        np.testing.assert_allclose(a, want, rtol=1e-13)
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_rnn_gradient_compiled_loops(dtype):
     rng = np.random.default_rng(1)

@@ -51,7 +51,7 @@ import numpy as np
 
 from ... import caches
 from ...core import Graph
-from .. import reference
+from .. import gc_pause, reference
 from ..lowering.executable import ExecutableBase, debug_level
 from ..lowering.subgraphs import SubgraphHost
 from ..malloc_tuning import tune_once
@@ -120,7 +120,7 @@ class Executable(ExecutableBase):
         """Load (or compile) every kernel and build the driver; idempotent."""
         if self._driver is not None:
             return self
-        with self._lock:
+        with self._lock, gc_pause.paused():
             if self._driver is not None:
                 return self
             t0 = time.perf_counter()
@@ -209,7 +209,7 @@ class Executable(ExecutableBase):
         threads and run them from the next call (results are the same bits); idempotent.
         Called by itself after ``FUNCTRACE_PARALLEL_AFTER`` compiled calls."""
         self.compile()
-        with self._lock:
+        with self._lock, gc_pause.paused():
             if self._serial_runs_left is None:
                 return self
             prog = self._program

@@ -14,7 +14,10 @@ are flattened once per call; per-trip reads are gathered once per call into a ``
 size)`` array whose row ``j`` is trip ``j``'s slice; stacked results are written straight
 into row ``j`` of their ``(trips, size)`` output. Carries live in two buffers that swap
 after every trip (a trip reads the old one and writes the new one), except a carry that is
-also a stacked result or a per-trip read: the next trip reads it from row ``j - 1``. Body
+also a stacked result or a per-trip read: the next trip reads it from row ``j - 1``. The
+runner copies the initial carries in with numpy, and one buffer of each pair is the fresh
+output the final value ends in (which one, by the trip count's parity): the numba function
+copies nothing in or out (each copy it made cost compile time). Body
 values nobody outside the trip reads go to scratch buffers. All buffers come from the caller
 (``np.empty`` inside the numba function costs compile time).
 """
@@ -35,7 +38,7 @@ from ..lowering.plan import fold_constants_any_size
 from ..lowering.spec import Unsupported, build_spec, spec_key
 from .dots import dot_dims, small_dots_as_loops
 from .render import render_cpu
-from .target import CODEGEN_VERSION, JIT_FLAGS, TARGET, fusible, vecmath_hash
+from .target import CODEGEN_VERSION, JIT_FLAGS, TARGET, fusible, module_imports, vecmath_hash
 
 __all__ = ["LoopStep", "plan_body", "body_ok", "loop_refusal", "make_runner", "warm_up"]
 
@@ -264,11 +267,16 @@ class LoopStep:
         copies = _result_copies(carry_out, ys, trip.name_of, stacked_carry)
         self.lits: list[np.ndarray] = trip.lits
         n_x = len(g.inputs) - nc - nk
-        params = (["T"] + [f"c{k}" for k in range(nc)] + [f"i{k}" for k in range(nk)]
+        # the initial value of a carry with buffers is copied in, and its final value read
+        # out, by the runner (make_runner): only a carry read back from a stack is passed
+        self.stacked_carry = stacked_carry
+        params = (["T"] + [f"c{k}" for k in range(nc)] + [f"i{k}" for k in stacked_carry]
                   + [f"X{k}" for k in range(n_x)] + [f"Y{m}" for m in range(len(ys))]
-                  + [f"F{k}" for k in range(nk)] + [f"L{q}" for q in range(len(self.lits))])
+                  + [f"L{q}" for q in range(len(self.lits))])
         # carry pairs and scratch come from the caller (np.empty in numba costs compile time)
-        self.buffers = _buffers(g.inputs[nc:nc + nk], stacked_carry, trip.scratch)
+        self.swapped = [k for k in range(nk) if k not in stacked_carry]
+        params += [f"{b}{k}" for k in self.swapped for b in ("cur", "nxt")]
+        self.buffers = [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in trip.scratch]
         params += [nm for nm, _, _ in self.buffers]
         text = _module_text(_loop_lines(params, nk, stacked_carry, trip.calls + copies))
         self.key = spec_key(text)
@@ -359,7 +367,7 @@ class _Trip:
 
     def _kernel(self, spec, binding, ops_: str) -> None:
         """A fused kernel inlined, its operands and outputs bound to the trip's buffers."""
-        kernel_text = render_cpu(spec, "kernel")
+        kernel_text = render_cpu(spec, "kernel", extents=binding.extents)
         args = [str(n) for n in binding.extents]
         for atom, rshape in binding.operands:
             if isinstance(atom, Lit):
@@ -411,52 +419,28 @@ def _result_copies(carry_out: list, ys: list, name_of: dict, stacked_carry: dict
     return copies
 
 
-def _buffers(carry_in, stacked_carry: dict, scratch: list) -> list[tuple[str, int, np.dtype]]:
-    """The buffers the caller allocates: a (``cur``, ``nxt``) pair per swapped carry, then
-    the scratch buffers (each at least one element)."""
-    buffers = []
-    for k, v in enumerate(carry_in):
-        if k in stacked_carry:
-            continue
-        buffers += [(f"cur{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype)),
-                    (f"nxt{k}", max(int(v.aval.size), 1), np.dtype(v.aval.dtype))]
-    return buffers + [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in scratch]
-
-
 def _loop_lines(params: list[str], nk: int, stacked_carry: dict, trip: list[str]) -> list[str]:
-    """The ``loop`` function: copy in the carries, run ``T`` trips (swapping carry buffers
-    after each), copy out the final carries."""
+    """The ``loop`` function: run ``T`` trips, swapping the carry buffers after each (the
+    runner fills ``cur<k>`` with the initial carry and finds the final one in the buffer
+    the last swap leaves as ``cur<k>``)."""
     lines = [f"@numba.njit({JIT_FLAGS})", f"def loop({', '.join(params)}):"]
     swapped = [k for k in range(nk) if k not in stacked_carry]
-    for k in swapped:
-        lines.extend("    " + x for x in _copy(f"cur{k}", f"i{k}"))
     lines.append("    for j in range(T):")
     for k, m in stacked_carry.items():
         lines.append(f"        cur{k} = i{k} if j == 0 else {_rows(m)}[j - 1]")
     lines.extend("        " + c for c in trip)
     for k in swapped:
         lines.append(f"        cur{k}, nxt{k} = nxt{k}, cur{k}")
-    for k in swapped:
-        lines.extend("    " + x for x in _copy(f"F{k}", f"cur{k}"))
-    for k, m in stacked_carry.items():
-        last = f"{_rows(m)}[T - 1] if T > 0 else i{k}"
-        lines.extend("    " + x for x in _copy(f"F{k}", last))
     lines.append("    return 0")
     return lines
 
 
 def _module_text(lines: list[str]) -> str:
     """The loop module: header, imports, then ``lines``."""
+    body = "\n".join(lines) + "\n"
     head = (f"# functrace loop (numba CPU), codegen v{CODEGEN_VERSION}, "
-            f"vecmath {vecmath_hash()}\n"
-            "import numpy as np\nimport numba\n"
-            "from functrace.backends.cpu import vecmath as vm\n"
-            "from functrace.backends.cpu import vecmath_special as vs\n"
-            "from functrace.backends.cpu import vecmath_incomplete as vi\n"
-            "from functrace.backends.cpu import scalar as cs\n"
-            "from functrace.backends.cpu import vecmath_calls as vc\n"
-            "from functrace.backends.cpu import views as av\n\n\n")
-    return head + "\n".join(lines) + "\n"
+            f"vecmath {vecmath_hash()}\n")
+    return head + module_imports(body) + body
 
 
 def _writeable_c(a: np.ndarray) -> np.ndarray:
@@ -524,10 +508,15 @@ def _stacker(spec, shape, trips: int, dt):
 def make_runner(fn, ls: LoopStep):
     """The driver-side call of a compiled loop: flatten, gather, call, reshape.
 
-    The scratch buffers (the carries' ``cur``/``nxt`` pairs and the trip's intermediates) are
+    The scratch buffers (one spare per swapped carry and the trip's intermediates) are
     reused from call to call: a call takes a set from a free list and puts it back when the
     loop returns, so concurrent calls (threads: the loop releases the GIL) each get their
-    own. The outputs are fresh on every call."""
+    own. The outputs are fresh on every call.
+
+    A swapped carry's final value is in the buffer that started as ``cur`` when the trip
+    count is even, else in the one that started as ``nxt``: the fresh output takes that
+    role and the spare the other, so the final value needs no copy, and the initial one is
+    copied in here by numpy (a copy inside the numba function costs compile time)."""
     T, nc, nk = ls.length, ls.n_consts, ls.n_carry
     in_dts = [a.dtype for a in ls.in_avals]
     flat_dts = in_dts[:nc + nk]
@@ -537,26 +526,38 @@ def make_runner(fn, ls: LoopStep):
     carries = [(a.shape, a.dtype, max(a.size, 1)) for a in ls.out_avals[:nk]]
     outs = carries + ys
     lits = list(ls.lits)
-    bufs = ls.buffers
+    swapped = ls.swapped
+    stacked = ls.stacked_carry
+    spares = [(carries[k][2], carries[k][1]) for k in swapped]
+    bufs = [(n, dt) for _, n, dt in ls.buffers]
     free: list[list[np.ndarray]] = []
+    even = T % 2 == 0
 
     stackers = [_stacker(spec, a.shape, T, a.dtype) for spec, a in
                 zip(specs, ls.in_avals[nc + nk:])]
 
     def run(*args):
-        call = [T]
-        call += [_flat(a, dt) for a, dt in zip(args, flat_dts)]
-        call += [st(a) for st, a in zip(stackers, args[nc + nk:])]
+        flat = [_flat(a, dt) for a, dt in zip(args, flat_dts)]
+        X = [st(a) for st, a in zip(stackers, args[nc + nk:])]
         Y = [np.empty((T, m), dt) for _, dt, m in ys]
         F = [np.empty(m, dt) for _, dt, m in carries]
         try:
             scratch = free.pop()
         except IndexError:
-            scratch = [np.empty(n, dt) for _, n, dt in bufs]
+            scratch = [np.empty(n, dt) for n, dt in spares + bufs]
+        pairs = []
+        for q, k in enumerate(swapped):
+            first, second = (F[k], scratch[q]) if even else (scratch[q], F[k])
+            np.copyto(first, flat[nc + k])
+            pairs += (first, second)
         try:
-            fn(*call, *Y, *F, *lits, *scratch)
+            fn(T, *flat[:nc], *[flat[nc + k] for k in stacked], *X, *Y, *lits, *pairs,
+               *scratch[len(swapped):])
         finally:
             free.append(scratch)
+        for k, m in stacked.items():
+            rows = Y[m] if isinstance(m, int) else X[int(m[1:])]
+            np.copyto(F[k], rows[T - 1] if T > 0 else flat[nc + k])
         return [r.reshape(s) for r, (s, _, _) in zip(F + Y, outs)]
     return run
 
@@ -565,15 +566,18 @@ def warm_up(fn, ls: LoopStep) -> None:
     """Compile the one specialisation the runner calls (zero trips: nothing runs)."""
     nc, nk = ls.n_consts, ls.n_carry
     args = [0]
-    for a in ls.in_avals[:nc + nk]:
+    for a in ls.in_avals[:nc]:
+        args.append(np.zeros(max(a.size, 1), a.dtype))
+    for k in ls.stacked_carry:
+        a = ls.in_avals[nc + k]
         args.append(np.zeros(max(a.size, 1), a.dtype))
     for a in ls.in_avals[nc + nk:]:
         args.append(np.zeros((1, 1), a.dtype))
     for a in ls.y_avals:
         args.append(np.zeros((1, max(a.size, 1)), a.dtype))
-    for a in ls.carry_avals:
-        args.append(np.zeros(max(a.size, 1), a.dtype))
     args.extend(ls.lits)
+    for k in ls.swapped:
+        a = ls.carry_avals[k]
+        args += [np.zeros(max(a.size, 1), a.dtype) for _ in range(2)]
     args.extend(np.empty(n, dt) for _, n, dt in ls.buffers)
     fn(*args)
-

@@ -136,7 +136,7 @@ class _Writer:
 
 
 def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
-               parallel: bool = False) -> str:
+               parallel: bool = False, extents=None) -> str:
     """The Python source of a numba CPU kernel for ``spec``.
 
     Signature: ``fn(n0, .., n{k-1}, a0, .., o0, .., [r])`` with the loop extents, the operands
@@ -156,6 +156,9 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
         args.append("r")
     w = _Writer()
     blocked = red is not None and blocked_reduction(red, nd)
+    if blocked and not parallel and extents is not None and all(
+            isinstance(n, (int, np.integer)) for n in extents):
+        blocked = reduction_blocks(extents, red) > 1
     kept_blocks = parallel and not blocked and red is not None and nd > 0
     w.prange = parallel and nd > 0 and red is None
     for h in spec.helpers:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 import numpy as np
 
@@ -91,17 +92,28 @@ def vecmath_hash() -> str:
     return _vm_hash
 
 
+#: the helper modules generated code calls, by the alias it calls them with
+HELPER_MODULES = (("vm", "vecmath"), ("vs", "vecmath_special"), ("vi", "vecmath_incomplete"),
+                  ("cs", "scalar"), ("vc", "vecmath_calls"), ("av", "views"))
+
+
+def module_imports(body: str) -> str:
+    """The import lines of a generated module whose code is ``body``: numpy, numba and the
+    helper modules ``body`` names (each costs 5-50 ms to import, the special-function ones
+    the most; a kernel that calls none of them imports none)."""
+    lines = ["import numpy as np", "import numba"]
+    for alias, mod in HELPER_MODULES:
+        if re.search(rf"\b{alias}\.", body):
+            lines.append(f"from functrace.backends.cpu import {mod} as {alias}")
+    return "\n".join(lines) + "\n\n\n"
+
+
 def kernel_module_source(spec, parallel: bool = False) -> tuple[str, str]:
     """(key, full module source) of the kernel for ``spec``."""
     flags = JIT_FLAGS + (", parallel=True" if parallel else "")
     body = render_cpu(spec, "kernel", f"@numba.njit({flags})", parallel=parallel)
     head = (f"# functrace kernel (numba CPU), codegen v{CODEGEN_VERSION}, "
             f"vecmath {vecmath_hash()}\n")
-    text = head + ("import numpy as np\nimport numba\n"
-                   "from functrace.backends.cpu import vecmath as vm\n"
-                   "from functrace.backends.cpu import vecmath_special as vs\n"
-                   "from functrace.backends.cpu import vecmath_incomplete as vi\n"
-                   "from functrace.backends.cpu import scalar as cs\n"
-                   "from functrace.backends.cpu import views as av\n\n\n") + body
+    text = head + module_imports(body) + body
     key = spec_key(text)
     return key, text.replace("# functrace kernel", f"# functrace kernel {key}", 1)

@@ -13,9 +13,10 @@ parent; C strides of ``shape``) directly. A buffer of any other layout is a typi
 never a wrong view.
 
 ``copy``: every ``for q in range(n): dst[q] = src[q]`` a loop module writes itself costs
-~35 ms of numba lowering and LLVM (a loop copies its initial carries in and its final
-carries out, and results not written in place, each trip); called, the copy is compiled once
-per signature and cached next to this file, and LLVM inlines it into the caller.
+~35 ms of numba lowering and LLVM (a loop copies results not written in place, each trip);
+called, the copy is compiled once per signature and cached next to this file, and LLVM
+inlines it into the caller. Each call site still costs compile time (~30 ms), so loops copy
+their carries in and out in the Python runner instead (``cpu_loop.make_runner``).
 
 Imports numba and numpy only; nothing in functrace imports it except generated kernel and
 loop modules.

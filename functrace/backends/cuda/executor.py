@@ -65,6 +65,7 @@ from ...core import Graph, Lit, Var
 from ...ops.dot import dot_general_p
 from ...passes.contract import contractions_as_reductions
 from ...passes.fusion import Group
+from .. import gc_pause
 from ..lowering.executable import ExecutableBase, debug_level
 from ..lowering.subgraphs import SubgraphHost
 from .cublaslt import gemm_shape_of
@@ -196,7 +197,7 @@ class Executable(ExecutableBase):
         groups whose kernel fails run as single ops instead. Idempotent."""
         if self._steps is not None:
             return self
-        with self._lock:
+        with self._lock, gc_pause.paused():
             if self._steps is not None:
                 return self
             ar = self.arrays
