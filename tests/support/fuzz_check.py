@@ -587,7 +587,8 @@ def check_batch(progs: list[Prog], backend: str = "cpu", vmap: bool = True,
                     bad.append(Mismatch(None, None, f"compile[{backend}]", msg[:500]))
         if vmap:
             bad.extend(_check_vmap(progs, f, owner_out))
-        bad.extend(_check_unrolled(progs))
+        bad.extend(_check_unrolled(progs, jit=(lambda fn: jit_fn(fn, backend))
+                                   if compiled else None, backend=backend))
     finally:
         quiet.__exit__(None, None, None)
     return bad
@@ -598,7 +599,7 @@ def _without_zero_signs(x):
     return np.where(x == 0, np.zeros((), x.dtype), x) if x.dtype.kind == "f" else x
 
 
-def _check_unrolled(progs, second_order: bool = True):
+def _check_unrolled(progs, second_order: bool = True, jit=None, backend: str = "cpu"):
     """The gradient of every program with control flow against the gradient of its unrolled
     Python version (each loop a Python loop, each branch a Python ``if``, decided as numpy
     decided), both on the interpreter. The two sum the same terms in other orders (a loop's
@@ -606,7 +607,10 @@ def _check_unrolled(progs, second_order: bool = True):
     every addition and multiplication round (``tolerances(loose=True)``) in both, and signs
     of zeros are not compared. ``second_order``: the same for a Hessian-vector product
     (``grad`` of ``grad(loss) . v``: the reverse rules of the reverse rules), and, on smooth
-    float64 inputs, both orders against finite differences (``_check_finite_differences``)."""
+    float64 inputs, both orders against finite differences (``_check_finite_differences``).
+    ``jit(fn)``: a compiler (``check_batch``'s); the Hessian-vector product of the constructs
+    is then also compiled and compared with the interpreter's, so the compiled loops,
+    branches and driver loops of second-order graphs are fuzzed too."""
     idx = [k for k, p in enumerate(progs) if has_control_flow(p)]
     if not idx:
         return []
@@ -614,6 +618,7 @@ def _check_unrolled(progs, second_order: bool = True):
     f = _combined(sub)
     owner_in = _owners(sub, lambda p: len(p.inputs))
     bad = []
+    jhvp = None
     for kind in ("smooth", "special"):
         args = [a for p in sub for a in make_args(p, kind)]
         decisions: list = []
@@ -673,6 +678,17 @@ def _check_unrolled(progs, second_order: bool = True):
             if msg:
                 bad.append(Mismatch(idx[k], sub[k], f"second order vs the unrolled program's, "
                                     f"{kind} inputs", msg))
+        if jit is not None:      # the same second-order graph compiled (one compile per batch)
+            if jhvp is None:
+                jhvp = jit(hvp(loss))
+            gotc = [np.asarray(ft.device_get(o)) for o in jhvp(*args)]
+            interp, tol_c, ill_c = tolerances(graphs2[0], args)   # per-op bounds, not loose
+            for j, k in enumerate(owner_in):
+                msg = compare(gotc[j], interp[j], tol_c[j], ill_c[j],
+                              f"(d/d input {j - owner_in.index(k)}) (grad . v)")
+                if msg:
+                    bad.append(Mismatch(idx[k], sub[k], f"jit[{backend}](second order) vs "
+                                        f"interpreter, {kind} inputs", msg))
         if kind == "smooth":
             bad.extend(_check_finite_differences(sub, idx, args, weights, vs, graphs[0],
                                                  graphs2[0], got, got2))
