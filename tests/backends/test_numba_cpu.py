@@ -521,6 +521,100 @@ def test_donated_input_buffer_holds_the_output():
 
 
 # --------------------------------------------------------------------------------------------
+# sin/cos/tan kernels: a libm-free loop unless some argument needs libm (render._trig_check)
+# --------------------------------------------------------------------------------------------
+
+def _trig_graph():
+    """sin/cos/tan of cheap arguments (reads and arithmetic), an elementwise output and a
+    sum, one kernel."""
+    def f(x, y):
+        xy = ops.mul(x, y)
+        e = ops.add(ops.mul(ops.sin(x), ops.cos(xy)), ops.tan(ops.add(x, np.asarray(0.5))))
+        return [e, ops.reduce_sum(ops.mul(ops.sin(xy), ops.cos(x)), (0,))]
+    return graph_of(f, AVal((3000,), "float64"), AVal((3000,), "float64"))
+
+
+def _huge(x, at):
+    x = x.copy()
+    x[at] = [1e7, -1e300, 1e22, np.inf, np.nan, -1e6][:len(at)]
+    return x
+
+
+def test_trig_kernel_branches_give_the_same_bits():
+    """The kernel counts the trig arguments that need libm (finite |x| >= 1e6) and runs the
+    libm-free loop when there are none, else a scalar loop through libm: elements whose
+    arguments are small have the same bits whichever ran, and both match the interpreter."""
+    g = _trig_graph()
+    rng = np.random.default_rng(12)
+    x, y = rng.uniform(-20, 20, 3000), rng.uniform(-3, 3, 3000)
+    ex, clean, want = run_both(g, [x, y])
+    no_numpy_fallback(ex)
+    src = ex.lower().source
+    assert "vm.trig_big(" in src and "vm.vsin_fast(" in src and "vc.vsin_scalar(" in src
+    assert "vm.vsin(" not in src and "vm.vtan(" not in src
+    for a, b in zip(clean, want, strict=True):
+        assert_same(a, b, 1e-12, atol=1e-12)
+    at = [7, 100, 1500, 2001, 2999, 5]
+    for xs, ys in ((_huge(x, at), y), (x, _huge(y, at[:3]))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = ex(xs, ys)
+            ref = numpy_ref.run(g, [xs, ys])
+        small = np.ones(3000, bool)
+        small[at] = False
+        np.testing.assert_array_equal(got[0][small], clean[0][small])
+        for a, b in zip(got, ref, strict=True):
+            assert_same(a, b, 1e-12, atol=1e-12)
+
+
+def test_trig_kernel_writing_in_place_checks_before_writing():
+    """A donated input holding the output: the arguments are counted before the loops write,
+    so a huge argument still sees its own input."""
+    g = graph_of(lambda x: [ops.mul(ops.sin(x), ops.cos(ops.mul(x, np.asarray(2.0))))],
+                 AVal((1000,), "float64"))
+    ex = numba_cpu.Executable(g, eager=True, donate=(0,))
+    x = _huge(np.linspace(-5, 5, 1000), [3, 500, 999])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = numpy_ref.run(g, [x.copy()])[0]
+        x2 = x.copy()
+        out = ex(x2)[0]
+    assert np.shares_memory(out, x2)
+    assert_same(out, want, 1e-14, atol=1e-15)
+
+
+def test_trig_of_a_costly_argument_is_not_checked_twice():
+    """sin(exp(x)): the argument needs a helper call, which the check would repeat; the
+    kernel keeps the plain vm.vsin (libm only on the lanes that need it)."""
+    g = graph_of(lambda x: [ops.sin(ops.exp(x))], AVal((500,), "float64"))
+    x = np.linspace(-2, 12, 500)
+    ex, got, want = run_both(g, [x])
+    src = ex.lower().source
+    assert "vm.vsin(" in src and "trig_big" not in src
+    # exp's ulp is amplified by sin's argument (up to 1.6e5): ~4e-11 absolute
+    assert_same(got[0], want[0], 1e-9, atol=1e-9)
+
+
+def test_parallel_trig_kernel_matches_serial_in_both_branches():
+    g = graph_of(lambda x: [ops.reduce_sum(ops.sin(x), (1,)), ops.mul(ops.cos(x), x)],
+                 AVal((64, 300), "float64"))
+    x = np.random.default_rng(13).normal(size=(64, 300))
+    ex = numba_cpu.Executable(g, eager=True, parallel=Threads(2, min_work=0))
+    serial = numba_cpu.Executable(g, eager=True)
+    ex.upgrade()
+    src = ex.lower().source
+    assert "numba.prange" in src and src.count("trig_big") >= 2 and ex.parallel_kernels >= 1
+    big = x.copy()
+    big[5, 7], big[63, 0] = 3e9, -np.inf
+    for xs in (x, big):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got, want = ex(xs), serial(xs)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------------------------
 # tiers, caches, failures, options
 # --------------------------------------------------------------------------------------------
 

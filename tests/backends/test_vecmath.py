@@ -427,3 +427,81 @@ def test_native_float32_log():
     s = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, 1.0, 1e-45, 3.4e38], np.float32)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(run("log", s), np.log(s.astype(LD)).astype(np.float32))
+
+
+# --------------------------------------------------------------------------------------------
+# the split trig functions: vsin_fast & co. where trig_big is 0, vsin_scalar & co. everywhere
+# --------------------------------------------------------------------------------------------
+
+_SPLIT_LOOPS = {}
+
+
+def _split_loop(fname):
+    if fname not in _SPLIT_LOOPS:
+        fn = getattr(vm, fname)
+
+        @numba.njit(**vm.JIT_OPTIONS)
+        def loop(x, out):
+            for i in range(x.shape[0]):
+                out[i] = fn(x[i])
+        _SPLIT_LOOPS[fname] = loop
+    return _SPLIT_LOOPS[fname]
+
+
+def _split_run(fname, x, out_dtype=None):
+    out = np.empty(x.shape, out_dtype or x.dtype)
+    _split_loop(fname)(x, out)
+    return out
+
+
+def _trig_points(rng):
+    edge = 1e6 * (1 - 2**-52)
+    return np.concatenate([
+        rng.uniform(-1e6, 1e6, 20_000), rng.uniform(-10, 10, 20_000),
+        logu(rng, 1e5, 1e300, 5_000), -logu(rng, 1e5, 1e300, 5_000),
+        [INF, -INF, NAN, -NAN, 0.0, -0.0, 5e-324, -5e-324, 1e-300, edge, -edge, 1e6, -1e6,
+         1e22, 1.7976931348623157e308, -1.7976931348623157e308]])
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_split_trig_is_the_trig_function_bit_for_bit(name):
+    """``v<fn>_fast`` equals ``v<fn>`` bit for bit (NaNs included) wherever ``trig_big`` is
+    0, which is exactly where |x| < 1e6 or x is not finite; ``v<fn>_scalar`` everywhere."""
+    rng = np.random.default_rng(zlib.crc32(b"split" + name.encode()))
+    x = _trig_points(rng)
+    rng.shuffle(x)
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)         # |x| > 3.4e38 -> inf
+    for xs in (x, x32):
+        full = run(name, xs)
+        big = _split_run("trig_big", xs, np.int64)
+        ax = np.abs(xs.astype(np.float64))
+        np.testing.assert_array_equal(big, ((ax >= 1e6) & np.isfinite(ax)).astype(np.int64))
+        bits = np.int64 if xs.dtype == np.float64 else np.int32
+        ok = big == 0
+        assert ok.sum() > 40_000 and (~ok).sum() > 1_000
+        fast = _split_run(f"v{name}_fast", xs)
+        np.testing.assert_array_equal(fast[ok].view(bits), full[ok].view(bits))
+        scalar = _split_run(f"v{name}_scalar", xs)
+        np.testing.assert_array_equal(scalar.view(bits), full.view(bits))
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_split_trig_loops_vectorise_or_stay_scalar(name):
+    """The fast loop is packed code with no call at all (no libm, no masked variant); the
+    scalar one calls libm through a wrapper with no vector variant, so it is not vectorised."""
+    x = np.linspace(-3, 3, 64)
+    for fname in (f"v{name}_fast", f"v{name}_scalar"):
+        _split_run(fname, x)
+    fast = _split_loop(f"v{name}_fast")
+    asm = fast.inspect_asm(fast.signatures[0])
+    if not re.search(r"%ymm", asm):
+        pytest.skip("CPU without AVX: xmm-only code")
+    assert set(_PACKED.findall(asm)) & {"y", "z"}
+    body = fast.inspect_llvm(fast.signatures[0]).split("define ")[1]
+    assert not re.search(r"\bcall [^\n]*@(__functrace|sin|cos|tan)", body)
+    scalar = _split_loop(f"v{name}_scalar")
+    ir = scalar.inspect_llvm(scalar.signatures[0])
+    assert re.search(r"@__functrace_vm_%s_scalar\(" % name, ir)
+    assert "_slow_m" not in ir and "vector-function-abi-variant" not in ir.split(
+        "__functrace_vm_%s_scalar" % name, 1)[1].split("\n", 1)[0]

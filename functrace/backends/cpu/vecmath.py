@@ -59,6 +59,12 @@ Design
   masked vector variant (``vector-function-abi-variant``) of a wrapper, which
   makes LLVM's loop vectoriser treat the call as needing a mask, so libm is
   only called for the lanes that need it and the common path stays in zmm.
+  The vectoriser still calls that variant on every vector iteration, and the call
+  makes the loop spill its zmm values around it, so generated kernels whose trig
+  arguments are cheap use the split versions instead (docs/executor.md, "sin, cos,
+  tan"): ``trig_big`` counts the arguments that need libm, ``vsin_fast`` & co.
+  (no libm call) serve when there are none, ``vsin_scalar`` & co. (``vsin`` bit for
+  bit, a libm call with no vector variant: the loop stays scalar) otherwise.
 * float32 arguments are computed in float64 and rounded back to float32
   (<= 0.5 float32 ulp + double rounding).  That costs the same time per
   element as float64 (8 lanes per zmm instead of 16): ~0.55 ms per 1e6 for
@@ -141,7 +147,8 @@ __all__ = [
     "VECMATH", "JIT_OPTIONS",
     "vexp", "vexpm1", "vexp2", "vlog", "vlog1p", "vlog2", "vlog10",
     "vsin", "vcos", "vtan", "vtanh", "vsigmoid", "verf", "VECMATH_F32", "vexp_f32", "vlog_f32",
-    "vtanh_f32", "vsigmoid_f32",
+    "vtanh_f32", "vsigmoid_f32", "trig_big", "vsin_fast", "vcos_fast", "vtan_fast",
+    "vsin_scalar", "vcos_scalar", "vtan_scalar",
 ]
 
 #: options for the njit loops that call these functions: no fast-math flag at all (the
@@ -156,6 +163,9 @@ _h = float.fromhex
 _slow_sin = _slow_libm("sin")
 _slow_cos = _slow_libm("cos")
 _slow_tan = _slow_libm("tan")
+_scalar_sin = _slow_libm("sin", vector=False)
+_scalar_cos = _slow_libm("cos", vector=False)
+_scalar_tan = _slow_libm("tan", vector=False)
 
 
 # --------------------------------------------------------------------------
@@ -489,30 +499,29 @@ def _kcos(y, yl):
 
 
 @_njit
-def _sin64(x):
+def _sin_core(x):
+    """sin(x) for |x| < _TRIG_LIMIT (anything else: a value of no use)."""
     ax = abs(x)
     k, hi, lo = _reduce_pio2(ax)
     s = _ksin(hi, lo)
     s = ax if ax < _TINY else s
     c = _kcos(hi, lo)
     v = c if (k & 1) != 0 else s
-    res = _i2f(_f2i(v) ^ ((k & 2) << 62) ^ (_f2i(x) & _SIGN))
-    return res if ax < _TRIG_LIMIT else _slow_sin(x)
+    return _i2f(_f2i(v) ^ ((k & 2) << 62) ^ (_f2i(x) & _SIGN))
 
 
 @_njit
-def _cos64(x):
+def _cos_core(x):
     ax = abs(x)
     k, hi, lo = _reduce_pio2(ax)
     s = _ksin(hi, lo)
     c = _kcos(hi, lo)
     v = s if (k & 1) != 0 else c
-    res = _i2f(_f2i(v) ^ (((k + 1) & 2) << 62))
-    return res if ax < _TRIG_LIMIT else _slow_cos(x)
+    return _i2f(_f2i(v) ^ (((k + 1) & 2) << 62))
 
 
 @_njit
-def _tan64(x):
+def _tan_core(x):
     ax = abs(x)
     k, hi, lo = _reduce_pio2(ax)
     s = _ksin(hi, lo)
@@ -522,8 +531,55 @@ def _tan64(x):
     num = c if odd else s
     den = s if odd else c
     v = num / den
-    res = _i2f(_f2i(v) ^ ((k & 1) << 63) ^ (_f2i(x) & _SIGN))
-    return res if ax < _TRIG_LIMIT else _slow_tan(x)
+    return _i2f(_f2i(v) ^ ((k & 1) << 63) ^ (_f2i(x) & _SIGN))
+
+
+@_njit
+def _sin64(x):
+    return _sin_core(x) if abs(x) < _TRIG_LIMIT else _slow_sin(x)
+
+
+@_njit
+def _cos64(x):
+    return _cos_core(x) if abs(x) < _TRIG_LIMIT else _slow_cos(x)
+
+
+@_njit
+def _tan64(x):
+    return _tan_core(x) if abs(x) < _TRIG_LIMIT else _slow_tan(x)
+
+
+# the split versions (see ``trig_big``): no libm call, or a libm call LLVM cannot vectorise
+
+
+@_njit
+def _sin64_fast(x):
+    return _sin_core(x) if abs(x) < _TRIG_LIMIT else x - x
+
+
+@_njit
+def _cos64_fast(x):
+    return _cos_core(x) if abs(x) < _TRIG_LIMIT else x - x
+
+
+@_njit
+def _tan64_fast(x):
+    return _tan_core(x) if abs(x) < _TRIG_LIMIT else x - x
+
+
+@_njit
+def _sin64_scalar(x):
+    return _sin_core(x) if abs(x) < _TRIG_LIMIT else _scalar_sin(x)
+
+
+@_njit
+def _cos64_scalar(x):
+    return _cos_core(x) if abs(x) < _TRIG_LIMIT else _scalar_cos(x)
+
+
+@_njit
+def _tan64_scalar(x):
+    return _tan_core(x) if abs(x) < _TRIG_LIMIT else _scalar_tan(x)
 
 
 # --------------------------------------------------------------------------
@@ -654,6 +710,50 @@ def vcos(x):
 def vtan(x):
     """tangent (radians)"""
     return _as_result(_tan64(np.float64(x)), x)
+
+
+@_njit
+def trig_big(x):
+    """1 if ``vsin``/``vcos``/``vtan`` of x need libm (a finite |x| >= 1e6), else 0 (an
+    int: a loop summing it vectorises)."""
+    ax = abs(np.float64(x))
+    return 1 if (ax >= _TRIG_LIMIT) & (ax != _INF) else 0
+
+
+@_njit
+def vsin_fast(x):
+    """``vsin`` where ``trig_big(x) == 0``; no libm call (anything for other x)"""
+    return _as_result(_sin64_fast(np.float64(x)), x)
+
+
+@_njit
+def vcos_fast(x):
+    """``vcos`` where ``trig_big(x) == 0``; no libm call (anything for other x)"""
+    return _as_result(_cos64_fast(np.float64(x)), x)
+
+
+@_njit
+def vtan_fast(x):
+    """``vtan`` where ``trig_big(x) == 0``; no libm call (anything for other x)"""
+    return _as_result(_tan64_fast(np.float64(x)), x)
+
+
+@_njit
+def vsin_scalar(x):
+    """``vsin``, bit for bit, in a form that keeps its loop scalar"""
+    return _as_result(_sin64_scalar(np.float64(x)), x)
+
+
+@_njit
+def vcos_scalar(x):
+    """``vcos``, bit for bit, in a form that keeps its loop scalar"""
+    return _as_result(_cos64_scalar(np.float64(x)), x)
+
+
+@_njit
+def vtan_scalar(x):
+    """``vtan``, bit for bit, in a form that keeps its loop scalar"""
+    return _as_result(_tan64_scalar(np.float64(x)), x)
 
 
 @_njit

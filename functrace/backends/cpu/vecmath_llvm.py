@@ -117,10 +117,14 @@ def _masked_variant(module, name, scalar_fn, vf):
     b.ret(res)
 
 
-def slow_libm(cname):
+def slow_libm(cname, vector=True):
     """Intrinsic calling libm ``cname(double)`` so that, inside a branch of a
-    vectorised loop, it is executed only for the lanes taking that branch."""
-    wname = "__functrace_vm_%s_slow" % cname
+    vectorised loop, it is executed only for the lanes taking that branch.
+
+    ``vector=False``: a call with no vector variant at all, which LLVM's loop vectoriser
+    cannot vectorise: a loop calling it stays scalar (and is cheap to compile). For loops that
+    run only in the rare case (``vecmath.vsin_scalar``)."""
+    wname = "__functrace_vm_%s_%s" % (cname, "slow" if vector else "scalar")
 
     @intrinsic
     def slow(typingctx, x):
@@ -142,6 +146,8 @@ def slow_libm(cname):
                     wrapper.attributes.add(a)
                 bb = llir.IRBuilder(wrapper.append_basic_block("entry"))
                 bb.ret(bb.call(libm, wrapper.args))
+                if not vector:
+                    return builder.call(wrapper, args)
                 variants = []
                 for vf in _VFS:
                     vname = "%s_m%d" % (wname, vf)
