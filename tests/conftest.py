@@ -58,14 +58,24 @@ def _longest_first(items) -> None:
     running a long test started last while the other idles. Tests marked ``early`` go before
     all of them: they scan the whole heap (``gc.collect``, ``gc.get_objects``), which takes
     ~0.1 s in a young worker and seconds in one that has compiled a thousand kernels (the
-    memory tests took 193 s at the end of a run). Tests of an ``xdist_group`` keep their
-    place (their module fixture, a Dask cluster, is set up once). Only the order changes."""
+    memory tests took 193 s at the end of a run). The tests of an ``xdist_group`` (they share
+    a module fixture set up once per worker: a Dask cluster, a subprocess) stay together and
+    take the place of their longest member. Only the order changes."""
     known = _durations()
 
+    def group(item):
+        mark = item.get_closest_marker("xdist_group")
+        return None if mark is None else (mark.args[0] if mark.args else mark.kwargs["name"])
+
+    longest: dict = {}
+    for item in items:
+        g = group(item)
+        if g is not None:
+            longest[g] = max(longest.get(g, 0.0), known.get(item.nodeid, 0.0))
+
     def cost(item):
-        if item.get_closest_marker("xdist_group") is not None:
-            return 0.0
-        return known.get(item.nodeid, 0.0)
+        g = group(item)
+        return longest[g] if g is not None else known.get(item.nodeid, 0.0)
 
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda item: (item.get_closest_marker("early") is None, -cost(item),

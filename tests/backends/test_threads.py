@@ -111,6 +111,7 @@ def four_threads_report():
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.xdist_group("threads_subprocess")   # one worker runs the subprocess, once
 @pytest.mark.parametrize("kind", ["matrix", "vector"])
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_same_bits_at_1_2_4_threads(four_threads_report, name, kind):
@@ -161,21 +162,18 @@ def test_static_one_block_reduction_renders_without_blocks(shape, axis):
     """A kernel inlined into a compiled loop knows its extents: a reduction they give one
     block is rendered without the blocks' scratch array, and must give the same bits as the
     kernel that computes the block count at run time."""
-    import numba
-
-    from functrace.backends.cpu import executor
+    from functrace.backends.cpu import executor, target
     x = np.random.default_rng(0).normal(size=shape)
-    jitted = ft.jit(lambda x: fnp.sum(fnp.sin(x) * 2.0, axis=axis), threads=False)
+    jitted = ft.jit(lambda x: fnp.sum(x * 2.0 + 1.0, axis=axis), threads=False)
     (ks,) = executor.lower(jitted.lower(x).graph, parallel=False).kernels.values()
     extents = x.shape if len(shape) == ks.spec.ndim else None
     assert extents is not None and render.reduction_blocks(extents, ks.spec.reduction) == 1
-    ns = {"np": np, "numba": numba}
-    exec("from functrace.backends.cpu import vecmath as vm, views as av", ns)
     fns = []
     for ext in (None, extents):
         text = render.render_cpu(ks.spec, "kernel", "@numba.njit", extents=ext)
         assert ("np.empty" in text) == (ext is None)
-        exec(text, ns)
+        ns = {}
+        exec(target.module_imports(text) + text, ns)
         fns.append(ns["kernel"])
     keep = [n for d, n in enumerate(shape) if d not in ks.spec.reduction.axes]
     outs = []
