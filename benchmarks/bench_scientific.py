@@ -34,21 +34,21 @@ medians; compare only ratios from one run (the machine is shared and noisy).
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                      "intra_op_parallelism_threads=1")
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# before numpy, numba or jax start: one thread everywhere (benchmarks/_thread_env), only when
+# run as the benchmark
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":
+    import _thread_env  # noqa: F401
 
+# isort: split
 import argparse
 import json
 import math
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -58,7 +58,6 @@ import scipy.special
 import scipy.stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _timing import check_close, jit_cold
 from _timing import interleaved as _interleaved

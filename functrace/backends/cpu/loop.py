@@ -278,7 +278,8 @@ class LoopStep:
         params += [f"{b}{k}" for k in self.swapped for b in ("cur", "nxt")]
         self.buffers = [(nm, max(size, 1), np.dtype(dt)) for nm, size, dt in trip.scratch]
         params += [nm for nm, _, _ in self.buffers]
-        text = _module_text(_loop_lines(params, nk, stacked_carry, trip.calls + copies))
+        text = _module_text(_loop_lines(params, self.swapped, stacked_carry,
+                                        trip.calls + copies))
         self.key = spec_key(text)
         self.source = text.replace("# functrace loop", f"# functrace loop {self.key}", 1)
         self.n_kernels = trip.n_kernels
@@ -419,12 +420,12 @@ def _result_copies(carry_out: list, ys: list, name_of: dict, stacked_carry: dict
     return copies
 
 
-def _loop_lines(params: list[str], nk: int, stacked_carry: dict, trip: list[str]) -> list[str]:
+def _loop_lines(params: list[str], swapped: list[int], stacked_carry: dict,
+                trip: list[str]) -> list[str]:
     """The ``loop`` function: run ``T`` trips, swapping the carry buffers after each (the
     runner fills ``cur<k>`` with the initial carry and finds the final one in the buffer
     the last swap leaves as ``cur<k>``)."""
     lines = [f"@numba.njit({JIT_FLAGS})", f"def loop({', '.join(params)}):"]
-    swapped = [k for k in range(nk) if k not in stacked_carry]
     lines.append("    for j in range(T):")
     for k, m in stacked_carry.items():
         lines.append(f"        cur{k} = i{k} if j == 0 else {_rows(m)}[j - 1]")
