@@ -98,8 +98,8 @@ print(json.dumps(report))
 """
 
 
-@pytest.fixture(scope="module")
-def four_threads_report():
+@pytest.fixture(scope="session")   # a module-scoped one re-ran when the worker came back
+def four_threads_report():          # to this module after another one (~95 s each time)
     env = dict(os.environ, NUMBA_NUM_THREADS="4", FUNCTRACE_PARALLEL_MIN_WORK="0",
                FUNCTRACE_PARALLEL_AFTER="0",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
