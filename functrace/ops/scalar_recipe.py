@@ -217,7 +217,7 @@ class Sym:
         self.m, self.text, self.dtype = m, text, np.dtype(dtype)
 
     def _other(self, y) -> Sym:
-        return y if isinstance(y, Sym) else Sym(self.m, _const_text(y, self.dtype), self.dtype)
+        return y if isinstance(y, Sym) else Sym(self.m, self.m.literal(y, self.dtype), self.dtype)
 
     def _bin(self, op: str, y, swap: bool = False) -> Sym:
         a, b = (self._other(y), self) if swap else (self, self._other(y))
@@ -259,12 +259,29 @@ _PRELUDE = {
 class TextMath:
     """The recipe vocabulary on ``Sym``s: each operation appends one line ``tN = expr``."""
 
-    def __init__(self, dtype, target: str):
+    def __init__(self, dtype, target: str, const_prefix: str | None = None):
         if target not in _PRELUDE:
             raise ValueError(f"unknown target {target!r} (cpu or cuda)")
         self.dtype, self.target = np.dtype(dtype), target
         self.lines: list[str] = []
         self.indent = ""
+        # numba types every ``np.uint32(13)`` in a body as a call; a module-level name is a
+        # frozen constant of the same type (a recipe of 20 Threefry rounds: ~0.3 s less
+        # compile per kernel that inlines it)
+        self.const_prefix = const_prefix
+        self.consts: dict[str, str] = {}          # constant text -> module-level name
+
+    def literal(self, v, dtype) -> str:
+        """The text of the constant ``v`` of ``dtype`` in the body: the constant itself, or
+        with ``const_prefix`` (and not a bool) the module-level name bound to it."""
+        dt = np.dtype(dtype)
+        text = _const_text(v, dt)
+        if self.const_prefix is None or dt.kind == "b":
+            return text
+        name = self.consts.get(text)
+        if name is None:
+            name = self.consts[text] = f"{self.const_prefix}{len(self.consts)}"
+        return name
 
     def emit(self, expr: str, dtype) -> Sym:
         name = f"t{len(self.lines)}"
@@ -291,7 +308,7 @@ class TextMath:
     def sym(self, x, dtype=None) -> Sym:
         if isinstance(x, Sym):
             return x
-        return Sym(self, _const_text(x, np.dtype(dtype or self.dtype)), dtype or self.dtype)
+        return Sym(self, self.literal(x, np.dtype(dtype or self.dtype)), dtype or self.dtype)
 
     def f(self, v) -> Sym:
         return self.sym(v)
@@ -311,7 +328,12 @@ class TextMath:
         if op in _CMP:
             return self.emit(f"({a.text} {op} {b.text})", np.dtype(bool))
         if dt.kind in "iu":
-            # computed 64 bits wide (no overflow for 32-bit operands), wrapped back
+            # computed 64 bits wide (no overflow for 32-bit operands), wrapped back. numba
+            # widens two integers of one signedness to 64 bits of it by itself (shifts: the
+            # left operand's), so only the CUDA text spells the widening out
+            if self.target == "cpu":
+                text = f"({a.text} {op} {b.text})"
+                return self.emit(text if dt.itemsize == 8 else f"{_ctor(dt)}{text}", dt)
             wide = "np.uint64" if dt.kind == "u" else "np.int64"
             return self.emit(f"{_ctor(dt)}({wide}({a.text}) {op} {wide}({b.text}))", dt)
         if op == "*" and self.target == "cuda":
@@ -373,13 +395,15 @@ def helper_source(recipe: Callable, name: str, in_dtypes, float_dtype, target: s
     """The source of ``recipe`` as a standalone scalar function for ``target``'s kernel
     modules (decorated, with the module-level names it needs), named ``helper_name(name,
     in_dtypes)``. ``out_dtype``: cast the result (default: the recipe's)."""
-    m = TextMath(float_dtype, target)
+    fn_name = helper_name(name, in_dtypes)
+    m = TextMath(float_dtype, target, const_prefix=f"_{fn_name}_k" if target == "cpu" else None)
     args = [Sym(m, f"a{i}", d) for i, d in enumerate(in_dtypes)]
     out = m.sym(recipe(m, *args))
     if out_dtype is not None:
         out = m.cast(out, out_dtype)
     prelude, decorator = _PRELUDE[target]
+    consts = "".join(f"{name} = {text}\n" for text, name in m.consts.items())
     body = "\n".join("    " + line for line in m.lines)
     sig = ", ".join(a.text for a in args)
-    return (f"{prelude}\n\n{decorator}\ndef {helper_name(name, in_dtypes)}({sig}):\n"
+    return (f"{prelude}{consts}\n\n{decorator}\ndef {fn_name}({sig}):\n"
             f"{body}\n    return {out.text}")
