@@ -64,6 +64,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _blas
 from _timing import check_close, jit_cold
 from _timing import interleaved as _interleaved
 
@@ -737,6 +738,7 @@ def bench_threads(n: int, only: list[str], repeats: int = 2):
         for name in rs[0]:
             for k in rs[0][name]:
                 med[(t, name, k)] = statistics.median(r[name][k] for r in rs)
+    print(_blas.describe())
     print("(ft x: functrace 1-thread worker / n-thread worker; ft x same: functrace threads=1 /"
           " threads=n in the n-thread worker; jax x: XLA 1-thread worker / n-thread worker; "
           "ft/jax: time ratio at n threads, < 1 means functrace is faster)")
@@ -815,6 +817,7 @@ def main():
     print(f"numpy {np.__version__}; jax {getattr(jax, '__version__', '-')}; autograd "
           f"{'yes' if autograd else '-'}; torch {getattr(torch, '__version__', '-')}; "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+    print(_blas.describe())
     benches = {"chain": bench_chain, "mlp32": lambda: bench_mlp(np.float32),
                "mlp64": lambda: bench_mlp(np.float64), "hessian": bench_hessian,
                "hessian_strided": lambda: bench_hessian(strided=True),
