@@ -4,6 +4,7 @@
 by module name from every test file, whatever pytest's import mode."""
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
@@ -67,15 +68,19 @@ def _longest_first(items) -> None:
         mark = item.get_closest_marker("xdist_group")
         return None if mark is None else (mark.args[0] if mark.args else mark.kwargs["name"])
 
+    def known_cost(item):
+        # pytest-xdist's loadgroup may have renamed a grouped test "<node id>@<group>"
+        return known.get(re.sub(r"@[\w.-]+$", "", item.nodeid), 0.0)
+
     longest: dict = {}
     for item in items:
         g = group(item)
         if g is not None:
-            longest[g] = max(longest.get(g, 0.0), known.get(item.nodeid, 0.0))
+            longest[g] = max(longest.get(g, 0.0), known_cost(item))
 
     def cost(item):
         g = group(item)
-        return longest[g] if g is not None else known.get(item.nodeid, 0.0)
+        return longest[g] if g is not None else known_cost(item)
 
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda item: (item.get_closest_marker("early") is None, -cost(item),

@@ -32,7 +32,8 @@ def parse(lines) -> dict[str, float]:
     for line in lines:
         m = re.match(r"\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)", line)
         if m:
-            per[m.group(2)] += float(m.group(1))
+            # pytest-xdist's loadgroup reports a grouped test as "<node id>@<group>"
+            per[re.sub(r"@[\w.-]+$", "", m.group(2))] += float(m.group(1))
     return per
 
 
