@@ -10,6 +10,7 @@ rational arithmetic for the FMA, jax's erf_inv (digests in support/random_golden
 from __future__ import annotations
 
 import hashlib
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -19,7 +20,7 @@ from random_golden import DIGESTS
 import functrace as ft
 from functrace import ops
 from functrace.ops import scalar_recipe as sr
-from functrace.ops.random import threefry2x32, unit_float
+from functrace.ops.random import threefry2x32, threefry2x32_words, unit_float
 from functrace.ops.random_rejection import random_gamma, random_gamma_grad, random_poisson
 from functrace.ops.xla_math import erf_inv_f32, erf_inv_xla, fma
 
@@ -149,6 +150,15 @@ def test_recipe_renders_every_operation_for_both_targets():
             assert " * " not in src          # every float product is a mul.rn: no contraction
         else:
             assert "_ftr_fma" in src and "@numba.njit" in src
+            # constants are module-level names (numba would type each constructor call in
+            # the body again at every kernel that inlines the helper)
+            body = src.split("\ndef ", 1)[1]
+            assert not re.search(r"np\.(u?int|float)\d+\((-?\d|np\.)", body), body
+    def threefry_xor(m, *words):
+        y0, y1 = threefry2x32_words(m, *words)
+        return y0 ^ y1
+    tf = sr.helper_source(threefry_xor, "threefry2x32_xor", [np.uint32] * 4, np.float64, "cpu")
+    assert "np.uint64(" not in tf.split("\ndef ", 1)[1]   # numba widens uint32 steps itself
 
 
 # --------------------------------------------------------------------------------------------
