@@ -244,8 +244,12 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
                     if g not in cands:
                         cands.append(g)
         # then any recent group over the same loop shape (e.g. for constant-only equations)
+        # that has no reduction yet: unrelated work joining a reduction's group takes the
+        # group from the next reduction of that shape (a skinny product written as
+        # mul + reduce_sum would find its multiply there and its sum alone, a single op
+        # step, and the product stored in full)
         for g in reversed(by_shape.get(shape, [])[-4:]):
-            if g not in cands:
+            if g not in cands and g.reduction is None:
                 cands.append(g)
         target = next((g for g in cands if legal(e, g, shape)), None)
         if target is None:

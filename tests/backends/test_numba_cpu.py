@@ -271,6 +271,26 @@ def test_cheap_forward_values_are_recomputed_not_stored():
         assert_same(p, q, 1e-13, atol=1e-13 * np.max(np.abs(q)))
 
 
+def test_unrelated_sums_of_one_shape_each_keep_their_product_in_their_kernel():
+    # two independent sum(a * b) over one loop shape: the second multiply used to join the
+    # first sum's group (a recent group of its shape), then its own sum could not (one
+    # reduction per group) and ran alone as a numpy op on the stored product
+    def fn(a, b, c, d):
+        return [ops.reduce_sum(ops.mul(a, b), (1,)), ops.reduce_sum(ops.mul(c, d), (1,))]
+
+    g = graph_of(fn, *[AVal((30, 40), "float64")] * 4)
+    plan = plan_fusion(g, numba_cpu.fusible, numba_cpu.prefer_kernel)
+    assert not [s for s in plan.steps if isinstance(s, OpStep)]
+    groups = [s for s in plan.steps if isinstance(s, Group)]
+    assert sorted(sorted(g.eqns[i].op.name for i in grp.eqns) for grp in groups) == \
+        [["mul", "reduce_sum"], ["mul", "reduce_sum"]]
+    assert all(not grp.outputs for grp in groups)          # no product is stored
+    rng = np.random.default_rng(5)
+    _, got, want = run_both(g, [rng.normal(size=(30, 40)) for _ in range(4)])
+    for p, q in zip(got, want, strict=True):
+        assert_same(p, q, 1e-14, atol=1e-14 * np.max(np.abs(q)))
+
+
 def test_cheap_values_are_recomputed_from_a_stored_costly_one():
     # tanh's derivative 1 - t*t: t is stored anyway (the product reads it), so the backward
     # kernel recomputes 1 - t*t from t rather than the forward kernel storing both
