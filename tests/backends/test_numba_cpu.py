@@ -291,6 +291,27 @@ def test_unrelated_sums_of_one_shape_each_keep_their_product_in_their_kernel():
         assert_same(p, q, 1e-14, atol=1e-14 * np.max(np.abs(q)))
 
 
+def test_logsumexp_maximum_pass_computes_only_the_reduced_value():
+    # a logsumexp kernel that also writes exp(x) * y: its first pass (the maximum) reads x
+    # alone; the other values and the output are computed once, in the second pass
+    def fn(x, y):
+        return [ops.logsumexp(ops.mul(x, np.asarray(2.0)), (1,)), ops.mul(ops.exp(x), y)]
+
+    g = graph_of(fn, AVal((5, 7), "float64"), AVal((5, 7), "float64"))
+    prog = numba_cpu.lower(g)
+    (ks,) = [k for k in prog.kernels.values() if k.spec.reduction is not None]
+    first_pass = ks.source.split("shift = ")[0]
+    assert "vm.vexp" not in first_pass and "o0[" not in first_pass
+    assert ks.source.count("vm.vexp(x0)") == 1
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(5, 7))
+    x[1] = -np.inf                                    # an all -inf row: shift 0
+    x[2, 3] = np.nan
+    _, got, want = run_both(g, [x, rng.normal(size=(5, 7))])
+    for p, q in zip(got, want, strict=True):
+        assert_same(p, q, 1e-14, atol=1e-14)
+
+
 def test_cheap_values_are_recomputed_from_a_stored_costly_one():
     # tanh's derivative 1 - t*t: t is stored anyway (the product reads it), so the backward
     # kernel recomputes 1 - t*t from t rather than the forward kernel storing both

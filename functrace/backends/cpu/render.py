@@ -356,6 +356,18 @@ def _render_blocked(w, spec, by_depth, base, parallel):
     w(ind, f"r[{jidx}] = {dtype_ctor(red.dtype)}(pa)")
 
 
+def _lines_for(lines: list[str], expr: str) -> list[str]:
+    """The lines of ``lines`` (``name = expr``, in order) that ``expr`` needs, in order."""
+    need = set(_NAME.findall(expr))
+    keep = []
+    for line in reversed(lines):
+        name, rhs = line.split(" = ", 1)
+        if name in need:
+            keep.append(line)
+            need.update(_NAME.findall(rhs))
+    return keep[::-1]
+
+
 def _emit_level(w, by_depth, depth, indent):
     for line in by_depth.get(depth, []):
         w(indent, line)
@@ -451,7 +463,14 @@ def _render_chunked_reduction(w, spec, by_depth, base):
         w(ind + 1, "for l in range(m):")
         # unsigned: numba then skips negative-index wraparound, which blocks vectorisation
         w(ind + 2, f"i{inner} = np.uint64(c + l)")
-        _emit_level(w, by_depth, nd, ind + 2)
+        if red.kind == "logsumexp" and pname == "max":
+            # the maximum pass needs only the reduced value: the kernel's other values are
+            # computed (and its outputs written) in the second pass. LLVM would drop them
+            # here anyway, but numba inlines and types each vecmath call they make first
+            for line in _lines_for(by_depth.get(nd, []), v):
+                w(ind + 2, line)
+        else:
+            _emit_level(w, by_depth, nd, ind + 2)
         if red.kind != "logsumexp" or pname == "sumexp":
             for k, (name, _dt) in enumerate(spec.outputs):
                 w(ind + 2, f"o{k}[{full}] = {name}")
