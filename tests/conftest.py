@@ -22,6 +22,11 @@ def pytest_configure(config):
     inherit this environment) and the simulator's subprocesses all fuzz the same programs."""
     from fuzz_programs import fuzz_seed
     fuzz_seed()
+    # numba's CPU features as a user's process gets them (backends/cpu/numba_target.py), before
+    # any test module's own @njit: otherwise workers would differ by which test ran first and
+    # could not share compiled kernels through numba's cache, keyed by those features
+    from functrace.backends.cpu import numba_target
+    numba_target.configure()
 
 
 def pytest_report_header(config):

@@ -11,6 +11,7 @@ import threading
 
 from ... import caches
 from ..modfiles import cache_dir, load_source_module
+from .numba_target import configure as configure_numba
 
 __all__ = ["load_kernel", "load_loop", "is_cached_on_disk", "clear_kernels"]
 
@@ -61,6 +62,7 @@ def _load(prefix: str, key: str, source: str):
     with _kernel_lock:
         f = memo.get(key)
         if f is None:
+            configure_numba()          # before the module's @njit makes numba's codegen
             f = memo[key] = getattr(load_source_module(package, prefix, key, source), fn)
         return f
 

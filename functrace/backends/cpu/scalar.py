@@ -10,6 +10,10 @@ only; nothing in functrace imports it except generated kernel modules.
 import numba
 import numpy as np
 
+from .numba_target import configure as _configure_numba
+
+_configure_numba()   # numba's CPU features for our kernels, before the first @njit here
+
 __all__ = ["floordiv_f64", "floordiv_f32", "remainder_f64", "remainder_f32"]
 
 #: no fastmath (as the kernels: inline="always" applies the caller's flags anyway)

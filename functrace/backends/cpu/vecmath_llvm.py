@@ -1,12 +1,17 @@
 """The LLVM-level pieces of ``vecmath``: intrinsics numba has no spelling for (``llvm.fma``,
 bit casts between floats and integers, float32 exponent tricks) and libm calls that a
 vectorised loop makes only on the lanes that need them (``slow_libm``, with masked vector
-variants). Imports the standard library, numpy, numba and llvmlite only; nothing from
+variants). Imports the standard library, numpy, numba and llvmlite only (and ``numba_target``, which
+sets numba up before the first ``@njit``); nothing from
 functrace imports it except ``vecmath``."""
 
 import llvmlite.ir as llir
 from numba import types
 from numba.extending import intrinsic
+
+from .numba_target import configure as _configure_numba
+
+_configure_numba()   # numba's CPU features for our kernels, before the first @njit here
 
 __all__ = [
     "fma",

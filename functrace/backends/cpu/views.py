@@ -29,6 +29,10 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
+from .numba_target import configure as _configure_numba
+
+_configure_numba()   # numba's CPU features for our kernels, before the first @njit here
+
 __all__ = ["shaped", "copy", "scratch"]
 
 

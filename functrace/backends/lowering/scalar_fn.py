@@ -203,6 +203,9 @@ def _compile(inl: Inlined, target: str, in_dtypes) -> str | None:
     try:
         if target == "cpu":
             import numba
+
+            from ..cpu.numba_target import configure
+            configure()                # numba's CPU features, before its first @njit
             ns["numba"] = numba
             exec(compile(inl.helper, f"<scalar {inl.name}>", "exec"), ns)
             fn = ns[inl.name]
