@@ -22,7 +22,8 @@ def _host_has_avx512() -> bool:
 def _run(code, tmp_path, **env):
     full = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1",
                 FUNCTRACE_CACHE_DIR=str(tmp_path / "kernels"), **env)
-    for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "FUNCTRACE_WIDE_VECTORS"):
+    for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "FUNCTRACE_WIDE_VECTORS",
+                 "FUNCTRACE_EXP"):
         if name not in env:
             full.pop(name, None)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=ROOT,
@@ -115,3 +116,34 @@ def test_wide_vectors_give_the_same_bits_as_llvms_default(tmp_path):
     assert wide.keys() == narrow.keys()
     for k in wide:
         assert wide[k] == narrow[k], k
+
+
+_EXP = """
+    import json, numba, numpy as np
+    import functrace as ft, functrace.numpy as fnp
+    from functrace.backends.cpu import numba_target, target, vecmath as vm
+    x = np.random.default_rng(3).uniform(-700, 700, 5000)
+    got = ft.jit(lambda x: fnp.exp(x) * 1.0, eager=True)(x)
+    @numba.njit(**vm.JIT_OPTIONS)
+    def loop(a, r):
+        for i in range(a.shape[0]):
+            r[i] = vm.vexp(a[i])
+    own = np.empty_like(x)
+    loop(x, own)
+    print(json.dumps([numba_target.exp_variant(), vm.EXP_VARIANT, target.vecmath_hash(),
+                      got.tobytes().hex(), own.tobytes().hex()]))
+"""
+
+
+def test_the_exp_variant_is_chosen_per_process_and_keys_the_kernels(tmp_path):
+    """FUNCTRACE_EXP picks vecmath.vexp; compiled kernels use that one (bit for bit) and are
+    cached under a key that names it, so a kernel cached under one is never loaded under
+    the other."""
+    import numpy as np
+    runs = {v: _run(_EXP, tmp_path, FUNCTRACE_EXP=v) for v in ("table", "poly")}
+    for v, (chosen, vm_variant, _h, got, own) in runs.items():
+        assert chosen == vm_variant == v
+        assert got == own
+    assert runs["table"][2] != runs["poly"][2]
+    a, b = (np.frombuffer(bytes.fromhex(runs[v][3])) for v in ("table", "poly"))
+    assert (a != b).any() and (np.abs(a - b) <= np.spacing(np.maximum(a, b))).all()

@@ -38,13 +38,21 @@ N = 200_000
 INF, NAN = math.inf, math.nan
 
 _LOOPS = {}
+#: both float64 exps, whichever ``vm.vexp`` is in this process (numba_target.exp_variant):
+#: tested like "exp" under these names
+EXP_VARIANTS = {"exp_table": vm.vexp_table, "exp_poly": vm.vexp_poly}
+
+
+def _base(name):
+    return "exp" if name in EXP_VARIANTS else name
 
 
 def loop_for(name, flags="vm", f32=False):
     key = (name, flags, f32)
     if key not in _LOOPS:
         # as the code generator does: a native float32 variant for float32 operands
-        fn = vm.VECMATH_F32[name] if f32 else vm.VECMATH[name]
+        fn = (EXP_VARIANTS[name] if name in EXP_VARIANTS
+              else vm.VECMATH_F32[name] if f32 else vm.VECMATH[name])
         opts = vm.JIT_OPTIONS if flags == "vm" else {}
 
         @numba.njit(**opts)
@@ -90,6 +98,7 @@ def _ref_erf(x):
 
 
 def reference(name, x):
+    name = _base(name)
     if name == "erf":
         return _ref_erf(x)
     npf = {"exp": np.exp, "expm1": np.expm1, "exp2": np.exp2, "log": np.log,
@@ -110,6 +119,7 @@ def ulp_errors(got, ref):
 
 
 def domain(name, rng):
+    name = _base(name)
     d = {
         "exp": lambda: rng.uniform(-745, 710, N),
         "expm1": lambda: np.concatenate([rng.uniform(-40, 710, N),
@@ -149,14 +159,14 @@ TRIG_ABS = 4e-16
 F32_NATIVE_BOUNDS = {"exp": 1.0, "log": 1.0, "tanh": 2.0, "sigmoid": 3.0}
 
 
-@pytest.mark.parametrize("name", sorted(BOUNDS))
+@pytest.mark.parametrize("name", sorted(BOUNDS) + sorted(EXP_VARIANTS))
 def test_accuracy_float64(name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))   # the same points every run
     x = np.concatenate([domain(name, rng), tiny_band(rng)])
     got = run(name, x)
     ref = reference(name, x)
     err, fin = ulp_errors(got, ref)
-    bound = BOUNDS[name] + SLACK
+    bound = BOUNDS[_base(name)] + SLACK
     bad = err > bound
     if name in ("sin", "cos", "tan"):
         # near-zero results: absolute error of a few eps is acceptable
@@ -188,17 +198,18 @@ def test_trig_huge_arguments(name):
     assert np.all((err <= 2 + SLACK) | (abserr <= TRIG_ABS)), err.max()
 
 
-def test_log_subnormals_and_exp_underflow():
+@pytest.mark.parametrize("exp", ["exp", *sorted(EXP_VARIANTS)])
+def test_log_subnormals_and_exp_underflow(exp):
     rng = np.random.default_rng(3)
     sub = rng.integers(1, 2**52, 50_000).astype(np.float64) * 5e-324
     err, _ = ulp_errors(run("log", sub), reference("log", sub))
     assert err.max() <= 1 + SLACK
     x = rng.uniform(-745.2, -707, 50_000)      # subnormal / tiny results
-    got = run("exp", x)
+    got = run(exp, x)
     err, _ = ulp_errors(got, reference("exp", x))
     assert err.max() <= 1 + SLACK
-    assert run("exp", np.array([-745.2, -746.0, -800.0]))[1:].tolist() == [0, 0]
-    assert run("exp", np.array([-745.13]))[0] == 5e-324
+    assert run(exp, np.array([-745.2, -746.0, -800.0]))[1:].tolist() == [0, 0]
+    assert run(exp, np.array([-745.13]))[0] == 5e-324
 
 
 def _same(got, want):
@@ -247,20 +258,20 @@ SPECIALS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SPECIALS))
+@pytest.mark.parametrize("name", sorted(SPECIALS) + sorted(EXP_VARIANTS))
 def test_special_values(name):
-    x, want = SPECIALS[name]
+    x, want = SPECIALS[_base(name)]
     x = np.array(x * 4)  # length > vector width: exercises the vector body
     _same(run(name, x), np.array(want * 4))
 
 
 @pytest.mark.parametrize("name", ["exp", "log", "sin", "cos", "tanh", "expm1",
-                                  "log1p"])
+                                  "log1p", *sorted(EXP_VARIANTS)])
 def test_special_values_match_numpy(name):
     x = np.array([INF, -INF, NAN, 0.0, -0.0, 5e-324, -5e-324, 1e-310, -1.0,
                   1e308, -1e308, 710.0, -746.0] * 3)
     with np.errstate(all="ignore"):
-        want = getattr(np, name)(x)
+        want = getattr(np, _base(name))(x)
     got = run(name, x)
     fin = np.isfinite(want) & (want != 0)
     _same(got[~fin], want[~fin])
@@ -306,7 +317,7 @@ _LIBM = re.compile(r"call [^@\n]*@(llvm\.)?(exp|exp2|expm1|log|log2|log10|log1p|
                    r"sin|cos|tan|tanh|erf|pow)(\.[\w.]+)?\(")
 
 
-@pytest.mark.parametrize("name", sorted(BOUNDS))
+@pytest.mark.parametrize("name", sorted(BOUNDS) + sorted(EXP_VARIANTS))
 def test_loops_vectorise(name):
     loop = loop_for(name)
     if not loop.signatures:
@@ -505,3 +516,33 @@ def test_split_trig_loops_vectorise_or_stay_scalar(name):
     assert re.search(r"@__functrace_vm_%s_scalar\(" % name, ir)
     assert "_slow_m" not in ir and "vector-function-abi-variant" not in ir.split(
         "__functrace_vm_%s_scalar" % name, 1)[1].split("\n", 1)[0]
+
+
+def test_exp_table_is_2_to_the_j_over_128_with_its_rounding_error():
+    """vecmath_exp_table.PACKED recomputed from decimal at 50 digits (module doc)."""
+    from decimal import Decimal, localcontext
+
+    from functrace.backends.cpu import vecmath_exp_table as T
+    with localcontext() as ctx:
+        ctx.prec = 50
+        ln2 = Decimal(2).ln()
+        assert T.INV_LN2_128 == float(128 / ln2)
+        assert abs(Decimal(T.LN2_128_HI) + Decimal(T.LN2_128_LO) - ln2 / 128) < Decimal(2) ** -95
+        assert float.hex(T.LN2_128_HI).split("p")[0].endswith("0000")   # 37 bits
+        for j in range(128):
+            t = Decimal(2) ** (Decimal(j) / 128)
+            th = float(t)
+            b = int(np.float64(th).view(np.int64))
+            tail = round(float(t / Decimal(th) - 1) * 2.0 ** 62)
+            low = (b & ((1 << 52) - 1)) - (j << 45) + (1 << 52)
+            assert int(T.PACKED[j]) == (tail << 53) + low, j
+
+
+def test_exp_variant_is_read_once_and_names_vexp():
+    from functrace.backends.cpu import numba_target
+    assert vm.EXP_VARIANT == numba_target.exp_variant() in ("table", "poly")
+    assert vm.vexp is EXP_VARIANTS[f"exp_{vm.EXP_VARIANT}"]
+    # the variants round differently in the last bit for a few arguments: the choice is seen
+    x = np.random.default_rng(0).uniform(-700, 700, 10_000)
+    a, b = run("exp_table", x), run("exp_poly", x)
+    assert (a != b).any() and (np.abs(a - b) <= np.spacing(np.maximum(a, b))).all()

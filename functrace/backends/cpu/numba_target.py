@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["configure", "wide_vectors"]
+__all__ = ["configure", "wide_vectors", "exp_variant"]
 
 _lock = threading.Lock()
 _state: str | None = None        # what configure() decided, once it has run
@@ -77,3 +77,41 @@ def _decide() -> str:
         return "no-avx512"
     config.CPU_FEATURES = features + ",-prefer-256-bit"
     return "wide"
+
+
+def exp_variant() -> str:
+    """Which float64 ``exp`` ``vecmath.vexp`` is in this process: ``"table"`` or ``"poly"``.
+
+    ``"poly"`` (``vecmath._exp64``): range reduction by ln 2 and a degree-11 polynomial, no
+    memory access, <= 0.67 ulp. ``"table"`` (``vecmath._exp64_table``): reduction by ln 2 / 128,
+    a 128-entry table of 2**(j/128) read by one vector gather, a degree-5 polynomial, <= 0.51
+    ulp. Which is faster depends on the CPU's gathers (tools/exp_table_experiment.py): on a
+    Sapphire Rapids-class Xeon the table runs 1.35x faster, on AMD Zen 5 0.95x, and on Intel
+    CPUs whose microcode mitigates Gather Data Sampling (Skylake to Ice Lake) gathers are
+    several times slower. So ``"table"`` is chosen on Intel CPUs with AVX-512 that Linux reports
+    as not affected by GDS, ``"poly"`` everywhere else; ``FUNCTRACE_EXP=table`` or ``poly``
+    decides instead. Both give numpy's special values and overflow threshold; their results
+    differ in the last bit for about 2% of arguments, so the same program can round differently
+    on two machines (as numpy's own SIMD exp does). Read once per process."""
+    global _exp
+    if _exp is None:
+        choice = os.environ.get("FUNCTRACE_EXP", "").strip().lower()
+        _exp = choice if choice in ("table", "poly") else _default_exp()
+    return _exp
+
+
+_exp: str | None = None
+
+
+def _default_exp() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            head = f.read(1 << 14)
+        with open("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling") as f:
+            gds = f.read().strip().lower()
+    except OSError:
+        return "poly"
+    flags = next((ln for ln in head.splitlines() if ln.startswith("flags")), "").split()
+    if "GenuineIntel" in head and "avx512f" in flags and gds == "not affected":
+        return "table"
+    return "poly"

@@ -81,7 +81,10 @@ def vecmath_hash() -> str:
     global _vm_hash
     if _vm_hash is None:
         h = hashlib.sha256()
-        for name in ("vecmath.py", "vecmath_f32.py", "vecmath_llvm.py", "scalar.py",
+        from .numba_target import exp_variant
+        h.update(exp_variant().encode())   # vecmath.vexp is chosen per process
+        for name in ("vecmath.py", "vecmath_exp_table.py", "vecmath_f32.py", "vecmath_llvm.py",
+                     "scalar.py",
                      "vecmath_special.py", "vecmath_special_tables.py", "vecmath_incgamma.py",
                      "vecmath_incbeta.py", "vecmath_incomplete.py", "vecmath_calls.py",
                      "views.py"):

@@ -123,6 +123,11 @@ import math
 import numba
 import numpy as np
 
+from .numba_target import exp_variant as _exp_variant
+from .vecmath_exp_table import INV_LN2_128 as _INV_LN2_128
+from .vecmath_exp_table import LN2_128_HI as _LN2_128_HI
+from .vecmath_exp_table import LN2_128_LO as _LN2_128_LO
+from .vecmath_exp_table import PACKED as _EXP_TABLE
 from .vecmath_f32 import exp_f32 as _exp_f32
 from .vecmath_f32 import log_f32 as _log_f32
 from .vecmath_f32 import sigmoid_f32 as _sigmoid_f32
@@ -144,8 +149,8 @@ from .vecmath_llvm import (
 )
 
 __all__ = [
-    "VECMATH", "JIT_OPTIONS",
-    "vexp", "vexpm1", "vexp2", "vlog", "vlog1p", "vlog2", "vlog10",
+    "VECMATH", "JIT_OPTIONS", "EXP_VARIANT",
+    "vexp", "vexp_poly", "vexp_table", "vexpm1", "vexp2", "vlog", "vlog1p", "vlog2", "vlog10",
     "vsin", "vcos", "vtan", "vtanh", "vsigmoid", "verf", "VECMATH_F32", "vexp_f32", "vlog_f32",
     "vtanh_f32", "vsigmoid_f32", "trig_big", "vsin_fast", "vcos_fast", "vtan_fast",
     "vsin_scalar", "vcos_scalar", "vtan_scalar",
@@ -327,6 +332,44 @@ def _exp64(x):
     k1 = k >> 1
     # two factors: exact overflow threshold, single rounding on underflow
     return (p * _pow2(k1)) * _pow2(k - k1)
+
+
+# exp(r) = 1 + r + r^2 (A2 + A3 r + A4 r^2 + A5 r^3), |r| <= ln2/256, rel. error 2**-65.4
+# (tools/fit_exp.py 128 5)
+_A2 = _h("0x1.ffffffffffdbdp-2")
+_A3 = _h("0x1.5555555555464p-3")
+_A4 = _h("0x1.55555cf16d5c7p-5")
+_A5 = _h("0x1.1111161e991ffp-7")
+_LOW53 = (1 << 53) - 1
+# one-multiply scaling: S = 2**(k/128) * 2**-c, exp = fma(S, tmp, S) * 2**c, c = 1 or -128:
+# the exact overflow threshold, and a single rounding into subnormals
+_K_POS = (0x3FF - 1 - 1) << 52
+_K_NEG = (0x3FF - 1 + 128) << 52
+_C_POS = 2.0
+_C_NEG = 2.0 ** -128
+
+
+@_njit
+def _exp64_table(x):
+    """exp by a 128-entry table (``numba_target.exp_variant``): x = k ln2/128 + r,
+    exp(x) = 2**(k/128) exp(r); the entry gives 2**(j/128) and its rounding error."""
+    x = 710.0 if x > 710.0 else x
+    x = -750.0 if x < -750.0 else x       # NaN passes both comparisons unchanged
+    kd = _fma(x, _INV_LN2_128, _SHIFT)
+    bits = _f2i(kd)
+    kd = kd - _SHIFT
+    r = _fma(-kd, _LN2_128_LO, _fma(-kd, _LN2_128_HI, x))
+    e = _EXP_TABLE[bits & 127]
+    neg = x < 0.0
+    s = _i2f((e & _LOW53) + (bits << 45) + (_K_NEG if neg else _K_POS))
+    t = _fma(float(e >> 53), 2.0 ** -62, r)        # r + the entry's rounding error
+    r2 = r * r
+    tmp = _fma(r2, _fma(r2, _fma(r, _A5, _A4), _fma(r, _A3, _A2)), t)
+    return _fma(s, tmp, s) * (_C_NEG if neg else _C_POS)
+
+
+#: which float64 exp ``vexp`` is: ``"table"`` or ``"poly"`` (``numba_target.exp_variant``)
+EXP_VARIANT = _exp_variant()
 
 
 @_njit
@@ -653,9 +696,23 @@ def _erf64(x):
 # --------------------------------------------------------------------------
 
 @_njit
-def vexp(x):
-    """e**x"""
+def vexp_poly(x):
+    """e**x by the polynomial (``EXP_VARIANT == "poly"``), whatever this process chose"""
     return _as_result(_exp64(np.float64(x)), x)
+
+
+@_njit
+def vexp_table(x):
+    """e**x by the table (``EXP_VARIANT == "table"``), whatever this process chose"""
+    return _as_result(_exp64_table(np.float64(x)), x)
+
+
+#: e**x: ``vexp_table`` or ``vexp_poly``, as ``EXP_VARIANT`` says. An alias, not a function
+#: reading a flag: code numba caches by its own text (``vecmath_calls``) then names the variant
+#: it was compiled with, and kernel modules carry the variant in ``target.vecmath_hash()``.
+#: ``vecmath_special`` and the incomplete gamma/beta functions use ``vexp_poly`` (the same
+#: bits everywhere, and numba caches them by their own file's time stamp only).
+vexp = vexp_table if EXP_VARIANT == "table" else vexp_poly
 
 
 @_njit

@@ -40,7 +40,8 @@ import numba
 import numpy as np
 
 from . import vecmath_special_tables as T
-from .vecmath import vexp, vexpm1, vlog, vlog1p
+from .vecmath import vexp_poly as vexp
+from .vecmath import vexpm1, vlog, vlog1p
 from .vecmath_llvm import as_result as _as_result
 from .vecmath_llvm import fma as _fma
 from .vecmath_special import vdigamma, verfc, vgammaln, vpolygamma

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import vecmath_special_tables as T
 from .vecmath import verf as _erf64
-from .vecmath import vexp as _exp64
+from .vecmath import vexp_poly as _exp64
 from .vecmath import vlog as _log64
 from .vecmath import vlog1p as _log1p64
 from .vecmath import vsin as _sin64
