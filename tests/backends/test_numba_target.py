@@ -147,3 +147,17 @@ def test_the_exp_variant_is_chosen_per_process_and_keys_the_kernels(tmp_path):
     assert runs["table"][2] != runs["poly"][2]
     a, b = (np.frombuffer(bytes.fromhex(runs[v][3])) for v in ("table", "poly"))
     assert (a != b).any() and (np.abs(a - b) <= np.spacing(np.maximum(a, b))).all()
+
+
+def test_a_misspelt_exp_choice_warns_and_takes_the_default(tmp_path):
+    code = """
+        import json, warnings
+        warnings.simplefilter("error")
+        from functrace.backends.cpu import numba_target
+        try:
+            numba_target.exp_variant()
+        except RuntimeWarning as w:
+            print(json.dumps(str(w)))
+    """
+    msg = _run(code, tmp_path, FUNCTRACE_EXP="tabel")
+    assert "FUNCTRACE_EXP='tabel'" in msg

@@ -96,6 +96,10 @@ def exp_variant() -> str:
     global _exp
     if _exp is None:
         choice = os.environ.get("FUNCTRACE_EXP", "").strip().lower()
+        if choice not in ("", "table", "poly"):
+            import warnings
+            warnings.warn(f"FUNCTRACE_EXP={choice!r} is neither 'table' nor 'poly'; using "
+                          "the default for this CPU", RuntimeWarning, stacklevel=2)
         _exp = choice if choice in ("table", "poly") else _default_exp()
     return _exp
 
