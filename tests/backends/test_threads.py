@@ -324,3 +324,39 @@ def test_docstring_examples():
     import importlib
     for mod in (importlib.import_module("functrace.jit"), cpu_threads):
         assert doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+_LAYER = """
+import json, sys
+import numpy as np, numba
+import functrace as ft, functrace.numpy as fnp
+x = np.random.default_rng(0).normal(size=(4096, 64))
+f = lambda x: fnp.sum(fnp.exp(-x * x) * x, axis=0)
+par, ser = ft.jit(f, eager=True, threads=2), ft.jit(f, eager=True, threads=False)
+a, b = par(x), ser(x)
+print(json.dumps([numba.threading_layer(), a.tobytes() == b.tobytes()]))
+"""
+
+
+@pytest.mark.parametrize("layer", [None, "workqueue"])
+def test_threading_layer_tbb_when_installed_same_bits_either_way(layer):
+    """With pip's ``tbb`` in this environment, the first parallel launch runs on numba's TBB
+    layer (``threads.preload_tbb``: 1.7 us a launch against 160-180 us for the workqueue
+    here); without it, or when the user asks for another layer, on that one. The bits equal
+    the serial kernel's either way."""
+    import json
+    env = dict(os.environ, FUNCTRACE_PARALLEL_MIN_WORK="0", FUNCTRACE_PARALLEL_AFTER="0",
+               NUMBA_NUM_THREADS="2",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_THREADING_LAYER", None)
+    env.pop("FUNCTRACE_NUM_THREADS", None)
+    if layer is not None:
+        env["NUMBA_THREADING_LAYER"] = layer
+    out = subprocess.run([sys.executable, "-c", _LAYER], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    used, same = json.loads(out.stdout.strip().splitlines()[-1])
+    has_tbb = os.path.exists(os.path.join(sys.prefix, "lib", "libtbb.so.12")) or \
+        os.path.exists(os.path.join(sys.base_prefix, "lib", "libtbb.so.12"))
+    assert used == (layer or ("tbb" if has_tbb else "workqueue"))
+    assert same
