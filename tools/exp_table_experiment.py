@@ -1,4 +1,6 @@
-"""Experiment: table-driven float64 exp for the numba CPU backend (negative result; kept to rerun).
+"""Experiment: table-driven float64 exp for the numba CPU backend (kept to rerun). A negative
+result on Zen 5; on a Sapphire Rapids-class Xeon (2026-12-03) gather128 ran 1.35x vexp's speed,
+and it became ``vecmath.vexp_table``, chosen where gathers are fast (``numba_target.exp_variant``).
 
 ``vecmath._exp64`` (range reduction by ln2, a degree-11 polynomial, compensated sum, two
 ``2**k`` factors) runs at ~0.65-0.85 ns/element in cache on the Zen 5 development machine at
@@ -140,21 +142,6 @@ def _poly5(r, t):
 
 
 @_njit
-def gather128(x):
-    x = 710.0 if x > 710.0 else x
-    x = -750.0 if x < -750.0 else x
-    kd = _fma(x, INV128, SHIFT)
-    bits = _f2i(kd)
-    kd = kd - SHIFT
-    r = _fma(-kd, L128LO, _fma(-kd, L128HI, x))
-    e = P128[bits & 127]
-    neg = x < 0.0
-    s = _i2f((e & LOW53) + (bits << 45) + (K_NEG if neg else K_POS))
-    tmp = _poly5(r, _fma(float(e >> 53), 2.0 ** -62, r))
-    return _fma(s, tmp, s) * (C_NEG if neg else C_POS)
-
-
-@_njit
 def gather512(x):
     x = 710.0 if x > 710.0 else x
     x = -750.0 if x < -750.0 else x
@@ -249,7 +236,9 @@ def ceiling(x):
     return _fma(s, tmp, s) * (C_NEG if neg else C_POS)
 
 
-VARIANTS = {"old": vm.vexp, "gather128": gather128, "gather512": gather512,
+# "gather128" is the production table exp (vecmath.vexp_table, its table in
+# vecmath_exp_table.py, made by tables(128) below); "old" the polynomial (vecmath.vexp_poly)
+VARIANTS = {"old": vm.vexp_poly, "gather128": vm.vexp_table, "gather512": gather512,
             "gather128x2": gather128x2, "select4": select4, "estrin1": estrin1,
             "ceiling": ceiling}
 _LOOPS: dict = {}

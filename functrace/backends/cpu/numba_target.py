@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["configure", "wide_vectors", "exp_variant"]
+__all__ = ["configure", "exp_variant"]
 
 _lock = threading.Lock()
 _state: str | None = None        # what configure() decided, once it has run
@@ -53,12 +53,6 @@ def configure() -> str:
         if _state is None:
             _state = _decide()
     return _state
-
-
-def wide_vectors() -> bool:
-    """Whether numba's target machine in this process prefers 512-bit vectors because of
-    ``configure()``."""
-    return configure() == "wide"
 
 
 def _decide() -> str:
