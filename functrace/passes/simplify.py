@@ -8,7 +8,8 @@ each exact in IEEE arithmetic for every value of ``x``, signed zeros, infinities
 included: ``x + (-0.0)``, ``(-0.0) + x``, ``x - (+0.0)``, ``x * 1``, ``1 * x``, ``x / 1``,
 ``x ** 1`` -> ``x``; ``(-0.0) - x``, ``x * -1`` -> ``-x``; ``--x`` -> ``x``; identity
 reshape/transpose/convert; ``select(c, x, x)`` -> ``x``; chains of reshapes or of transposes
-become one; a broadcast 0-d operand of an elementwise op is used directly.
+become one; a broadcast 0-d operand of an elementwise op (also through a chain of broadcasts)
+is used directly.
 Not applied, because they change results: ``x + (+0.0)`` (``-0.0 + 0.0`` is ``+0.0``, and
 ``1 / x``, ``copysign`` or ``arctan2`` tell the signs apart: ``arctan2(x + 0.0, -1.0)`` at
 ``x = -0.0`` is ``pi``, folded it was ``-pi``), ``(+0.0) - x`` -> ``-x``, and
@@ -195,12 +196,19 @@ def _direct_scalars(e: Eqn, ins: tuple, scalar_src) -> tuple:
 
 
 def _track_scalar_broadcast(e: Eqn, ins: tuple, scalar_src, const_of) -> None:
-    """Record a kept broadcast of a 0-d atom (and a literal's value) for later equations."""
-    if e.op.name == "broadcast_in_dim" and ins[0].aval.shape == ():
-        out = e.outputs[0]
-        scalar_src[out] = ins[0]
-        if isinstance(ins[0], Lit):
-            const_of[out] = ins[0].val.item()
+    """Record a kept broadcast of a 0-d atom (and a literal's value) for later equations; a
+    broadcast of such a broadcast broadcasts the same atom (a cotangent seed ``1.0`` spread
+    over a row, then over a matrix)."""
+    if e.op.name != "broadcast_in_dim":
+        return
+    src = ins[0] if ins[0].aval.shape == () else (
+        scalar_src.get(ins[0]) if isinstance(ins[0], Var) else None)
+    if src is None:
+        return
+    out = e.outputs[0]
+    scalar_src[out] = src
+    if isinstance(src, Lit):
+        const_of[out] = src.val.item()
 
 
 def _replacement(e: Eqn, ins: tuple, const_of, producer) -> Var | Lit | Eqn | None:

@@ -141,6 +141,25 @@ def test_simplify_keeps_every_result_bit_for_bit():
     np.testing.assert_array_equal(ft.jit(f, backend="numpy")(np.array([-0.0])), [np.pi])
 
 
+def test_simplify_sees_through_a_chain_of_broadcasts_of_a_scalar():
+    # a cotangent seed 1.0 broadcast over a row, then over a matrix, times a value: the value
+    # itself (grad(sum(logsumexp(X, 1))) is then softmax(X) alone, with no multiply)
+    def fn(x):
+        one = ops.broadcast_in_dim(ops.broadcast_in_dim(np.asarray(1.0), (3,), ()), (3, 4), (0,))
+        two = ops.broadcast_in_dim(ops.broadcast_in_dim(np.asarray(2.0), (3,), ()), (3, 4), (0,))
+        return [ops.mul(one, ops.exp(x)), ops.mul(two, x)]
+    x = np.array([[-0.0, 1.0, np.nan, -np.inf]] * 3)
+    g = trace_to_graph(fn, [x]).graph
+    o = optimize(g)
+    assert [e.op.name for e in o.eqns] == ["exp", "mul"]
+    assert o.outputs[0] is o.eqns[0].outputs[0]
+    two, xin = o.eqns[1].inputs
+    assert two.aval.shape == () and float(two.val) == 2.0 and xin is o.inputs[0]
+    for a, b in zip(_run(o, [x]), _run(g, [x]), strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
+
+
 # --------------------------------------------------------------------------------------------
 # Layering: imports point down, and no module imports itself through others
 # --------------------------------------------------------------------------------------------
