@@ -416,7 +416,8 @@ class Op:
             dtype kinds and preference, overriding ``scalar``) or a string (why that target
             never fuses the op).
         reduce_kind: the kernel reduction this op is (``"sum"``, ``"prod"``, ``"max"``,
-            ``"min"``, ``"and"``, ``"or"``, ``"logsumexp"``), or None.
+            ``"min"``, ``"and"``, ``"or"``, ``"logsumexp"``; ``"softmax"``, whose result keeps
+            the operand's shape), or None.
         fusion: ``"view"`` (a re-indexing of its operand that kernels fold into their index
             maps: ``view_map(eqn)`` gives the map), ``"shifted"`` (a guarded shifted read of
             its first operand, like ``pad``), or None.

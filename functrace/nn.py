@@ -6,9 +6,13 @@ docs/numerics.md at its kinks: relu has derivative 0 at 0.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import numpy as fnp
+from . import ops
+from .tracing import current_trace
 
 __all__ = ["relu", "sigmoid", "softplus", "log_softmax", "softmax", "logsumexp", "gelu",
            "one_hot"]
@@ -77,14 +81,41 @@ def log_softmax(x, axis=-1):
 
 
 def softmax(x, axis=-1):
-    """exp(log_softmax(x)).
+    """exp(x - logsumexp(x, axis)): one op (``ops.softmax``), whose kernel computes one exp
+    per element. A row of all -inf gives NaN, as scipy and jax do.
 
     Example:
         >>> import numpy as np, functrace as ft
         >>> ft.nn.softmax(np.zeros(2))
         array([0.5, 0.5])
+        >>> float(ft.grad(lambda x: ft.nn.softmax(x)[0])(np.zeros(2))[0])
+        0.25
     """
-    return fnp.exp(log_softmax(x, axis))
+    x = fnp.asarray(x)
+    dt = np.result_type(x.dtype, np.float16)
+    if x.dtype != dt:
+        x = fnp.asarray(x, dtype=dt)
+    axes = _axes(axis, x.ndim)
+    if current_trace() is None:
+        return ops.reduce.softmax_p.impl(np.asarray(x), axes=axes, masked_zero=False)
+    return ops.softmax(x, axes)
+
+
+def _axes(axis, ndim: int) -> tuple:
+    """``axis`` (None: all; an int or a tuple, negative counting from the end) as sorted
+    non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    raw = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
+    out = []
+    for a in raw:
+        a = operator.index(a)
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(a, ndim)
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"duplicate value in 'axis': {raw}")
+    return tuple(sorted(out))
 
 
 def gelu(x, approximate=True):

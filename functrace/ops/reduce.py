@@ -1,8 +1,9 @@
-"""Reductions and scans: sum, max, min, prod, argmax/argmin, cumsum/cumprod, logsumexp, l2norm,
-sort/argsort, all/any.
+"""Reductions and scans: sum, max, min, prod, argmax/argmin, cumsum/cumprod, logsumexp, softmax,
+l2norm, sort/argsort, all/any.
 
 Owns these ops and their rules. ``axes`` params are sorted tuples; results drop the reduced
-axes (``keepdims`` is a reshape done by ``functrace.numpy``). Conventions (docs/numerics.md):
+axes (``keepdims`` is a reshape done by ``functrace.numpy``), but softmax's keep its operand's
+shape. Conventions (docs/numerics.md):
 ties of max/min split the gradient evenly; logsumexp of all -inf and the norm of a zero vector
 have a zero gradient. Also attaches the vjp rules of ``broadcast_in_dim`` and ``pad``, which
 sum a cotangent (``ops.shape`` is below this module and cannot name ``reduce_sum``), and owns
@@ -371,24 +372,77 @@ def logsumexp(x, axes):
     return bind(logsumexp_p, x, axes=_norm_axes(axes))
 
 
-def _lse_weights(x, out, axes):
-    xs = shape_of(x)
-    ob = _bcast_back(out, xs, axes)
-    dead = ew.logical_and(ew.isinf(ob), ew.lt(ob, lit(0, ob)))
-    safe = ew.select(dead, lit(0, ob), ob)
-    return ew.select(dead, lit(0, x), ew.exp(ew.sub(x, safe)))
+def _softmax_impl(x, *, axes, masked_zero):
+    xp = namespace_of(x)
+    if x.size == 0:
+        return xp.empty_like(x)
+    m = xp.max(x, axis=axes, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, xp.zeros((), x.dtype)).astype(x.dtype)   # else shift by 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        e = xp.exp(x - m)
+        s = xp.sum(e, axis=axes, keepdims=True)
+        scale = 1 / s
+        if masked_zero:      # a row of all -inf: every exp is 0, so is the sum
+            scale = xp.where(s == 0, xp.zeros((), s.dtype), scale)
+        return (e * scale).astype(x.dtype)
+
+
+def _softmax_abstract(x, *, axes, masked_zero):
+    _check_axes(x, axes)
+    if x.dtype.kind != "f":
+        raise TypeError(f"softmax of {x.dtype} data: it needs a float dtype")
+    return AVal(x.shape, x.dtype)
+
+
+#: exp(x - logsumexp(x, axes)) in one op: the reduction passes of logsumexp (maximum, sum of
+#: exp(x - maximum)) keep each exp, so a kernel computes one exp per element where the
+#: composition computes two. ``masked_zero``: a row of all -inf gives 0 (logsumexp's
+#: gradient there, docs/numerics.md) rather than NaN (scipy's and jax's softmax value).
+softmax_p = Op("softmax", _softmax_abstract, _softmax_impl, reduction=True,
+               batch_family="axes", batch_axes="axes", fresh=True, c_result=True,
+               reduce_kind="softmax")
+
+
+def softmax(x, axes, masked_zero=False):
+    """exp(x - logsumexp(x, axes)) with ``x``'s shape; a row of all -inf gives NaN, or 0 with
+    ``masked_zero``."""
+    return bind(softmax_p, x, axes=_norm_axes(axes), masked_zero=bool(masked_zero))
+
+
+def _softmax_vjp(cts, ins, outs, *, axes, masked_zero):
+    y, ct = outs[0], cts[0]
+    dot = _bcast_back(reduce_sum(ew.mul(ct, y), axes), shape_of(y), axes)
+    return (ew.mul(y, ew.sub(ct, dot)),)
+
+
+def _softmax_jvp(primals, tangents, outs, *, axes, masked_zero):
+    t = tangents[0]
+    if t is None:
+        return (None,)
+    y = outs[0]
+    dot = _bcast_back(reduce_sum(ew.mul(t, y), axes), shape_of(y), axes)
+    return (ew.mul(y, ew.sub(t, dot)),)
+
+
+softmax_p.vjp, softmax_p.jvp = _softmax_vjp, _softmax_jvp
+
+
+def _lse_weights(x, axes):
+    # the weights exp(x - logsumexp(x)) as one op, not from logsumexp's output: a gradient
+    # then needs no logsumexp pass of its own, and each weight costs one exp
+    return softmax(x, axes, masked_zero=True)
 
 
 def _lse_vjp(cts, ins, outs, *, axes):
     x = ins[0]
-    return (ew.mul(_bcast_back(cts[0], shape_of(x), axes), _lse_weights(x, outs[0], axes)),)
+    return (ew.mul(_bcast_back(cts[0], shape_of(x), axes), _lse_weights(x, axes)),)
 
 
 def _lse_jvp(primals, tangents, outs, *, axes):
     t = tangents[0]
     if t is None:
         return (None,)
-    return (reduce_sum(ew.mul(t, _lse_weights(primals[0], outs[0], axes)), axes),)
+    return (reduce_sum(ew.mul(t, _lse_weights(primals[0], axes)), axes),)
 
 
 logsumexp_p.vjp, logsumexp_p.jvp = _lse_vjp, _lse_jvp

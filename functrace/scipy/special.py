@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
+from .. import nn, ops
 from .. import numpy as fnp
-from .. import ops
 from ..tracing import Tracer, current_trace
 
 __all__ = ["erf", "erfc", "erfcx", "erfinv", "erfcinv", "ndtr", "ndtri", "log_ndtr",
@@ -542,7 +542,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 @_eager_scipy
 def softmax(x, axis=None):
-    """exp(x - logsumexp(x, axis, keepdims=True)) (scipy's default: over all elements).
+    """exp(x - logsumexp(x, axis, keepdims=True)) (scipy's default: over all elements), as
+    one op (``functrace.nn.softmax``: one exp per element in a kernel).
 
     Example:
         >>> import numpy as np, functrace.scipy.special as fsp
@@ -550,7 +551,7 @@ def softmax(x, axis=None):
         array([0.5, 0.5])
     """
     (x,) = _floats(x)
-    return fnp.exp(x - fnp.logsumexp(x, axis=axis, keepdims=True))
+    return nn.softmax(x, axis=axis)
 
 
 @_eager_scipy

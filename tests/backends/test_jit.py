@@ -273,7 +273,8 @@ def _run_chunk(items, make):
     prog = ex.lower()
     assert not ex.compile_failures, ex.compile_failures
     # groups the CPU target leaves to numpy by design (they still run, on numpy)
-    allowed = ("logsumexp over more than the innermost loop axis",)
+    allowed = ("logsumexp over more than the innermost loop axis",
+               "softmax over more than the innermost loop axis")
     assert all(r in allowed for _, r in prog.unsupported), prog.unsupported
     failures = []
     for name, g, w, low in zip(names, got, wants, lows, strict=True):

@@ -781,3 +781,128 @@ def test_compiles_run_with_the_garbage_collector_paused(monkeypatch):
         assert gc.isenabled() is False           # the caller's setting (disabled) is kept
     finally:
         gc.enable()
+
+
+# --------------------------------------------------------------------------------------------
+# softmax: one kernel, one exp per element (ops.softmax; logsumexp's gradient is one)
+# --------------------------------------------------------------------------------------------
+
+def _softmax_rows(dt):
+    """Rows of ordinary values and of every special case: all -inf, one -inf, +inf, NaN,
+    +inf with -inf, huge values, one element; the inner extent is over one chunk."""
+    rng = np.random.default_rng(7)
+    x = (rng.normal(size=(9, 2100)) * 4).astype(dt)
+    x[1, :] = -np.inf
+    x[2, 5] = -np.inf
+    x[3, 2000] = np.inf
+    x[4, 7] = np.nan
+    x[5, 3], x[5, 9] = np.inf, -np.inf
+    x[6] *= 1e300 if dt == np.float64 else 1e36
+    x[7, :] = -np.inf
+    x[7, 1234] = 2.0
+    return x
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("masked_zero", [False, True])
+def test_softmax_kernel_matches_reference(dtype, masked_zero):
+    x = _softmax_rows(np.dtype(dtype))
+    y = np.random.default_rng(8).normal(size=x.shape).astype(dtype)
+    # a prologue (x * 2), the softmax, and another value of the kernel written beside it
+    g = graph_of(lambda a, b: [ops.softmax(ops.mul(a, np.asarray(2, dtype)), (1,), masked_zero),
+                               ops.mul(ops.exp(a), b)],
+                 AVal(x.shape, dtype), AVal(x.shape, dtype))
+    ex, got, want = run_both(g, [x, y])
+    no_numpy_fallback(ex)
+    (ks,) = ex.lower().kernels.values()
+    assert ks.spec.reduction.kind == "softmax"
+    # one exp per element for the softmax (in float64), in its second pass
+    assert ks.source.count("vm.vexp(") == (2 if dtype == "float64" else 1)
+    assert ks.source.count(" - shift)") == 1
+    tol = 1e-13 if dtype == "float64" else 2e-6
+    # the float32 impl subtracts the maximum in float32 (relative error |x - max| * eps in
+    # each exp), the kernel in float64
+    assert_same(got[0], want[0], tol if dtype == "float64" else 1e-5,
+                atol=1e-300 if dtype == "float64" else 1e-37)
+    assert_same(got[1], want[1], 1e-14 if dtype == "float64" else 1e-6)
+    dead = np.isnan(want[0][1]) if not masked_zero else want[0][1] == 0
+    assert dead.all()
+    # against the formula written out (logsumexp's convention: a non-finite max shifts by 0)
+    with np.errstate(all="ignore"):
+        v = 2 * x.astype(np.float64)
+        m = v.max(axis=1, keepdims=True)
+        e = np.exp(v - np.where(np.isfinite(m), m, 0))
+        s = e.sum(axis=1, keepdims=True)
+        ref = e / s
+        if masked_zero:
+            ref = np.where(s == 0, 0.0, ref)
+    np.testing.assert_allclose(got[0], ref.astype(dtype), rtol=tol, atol=1e-300)
+
+
+@pytest.mark.parametrize("shape, axes", [((7,), (0,)), ((3, 4, 5), (1, 2)), ((4, 1), (1,)),
+                                         ((5, 6), (0,)), ((2, 3, 4), (0, 2))])
+def test_softmax_over_other_axes(shape, axes):
+    # one axis of a vector, two trailing axes (merged into one loop axis), an axis of extent
+    # 1 (no reduction left: an elementwise value), and leading or non-adjacent axes (the op's
+    # impl: no kernel reduces there)
+    x = np.random.default_rng(9).normal(size=shape)
+    x.reshape(-1)[1] = -np.inf
+    g = graph_of(lambda a: [ops.softmax(a, axes), ops.softmax(a, axes, masked_zero=True)],
+                 AVal(shape, "float64"))
+    ex, got, want = run_both(g, [x])
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-14, atol=1e-300)
+    if shape != (4, 1):
+        np.testing.assert_allclose(got[1].sum(axis=axes), 1.0, rtol=1e-14)
+    trailing = axes == tuple(range(len(shape) - len(axes), len(shape)))
+    fused = any(k.spec.reduction is not None and k.spec.reduction.kind == "softmax"
+                for k in ex.lower().kernels.values())
+    assert fused == (trailing and shape[-1] != 1)
+    if shape == (4, 1):     # each element its own row: 1, or at -inf NaN / 0
+        np.testing.assert_array_equal(got[0].reshape(-1), [1, np.nan, 1, 1])
+        np.testing.assert_array_equal(got[1].reshape(-1), [1, 0, 1, 1])
+
+
+def test_softmax_extent_one_rows_of_special_values():
+    x = np.array([[-np.inf], [np.inf], [np.nan], [-0.0], [3.0]])
+    for mz, want in ((False, [np.nan, np.nan, np.nan, 1, 1]), (True, [0, np.nan, np.nan, 1, 1])):
+        g = graph_of(lambda a, mz=mz: [ops.exp(ops.softmax(a, (1,), mz))], AVal(x.shape, "float64"))
+        ex, got, ref = run_both(g, [x])
+        no_numpy_fallback(ex)
+        np.testing.assert_array_equal(got[0].reshape(-1), np.exp(want))
+        np.testing.assert_array_equal(ref[0].reshape(-1), np.exp(want))
+
+
+def test_logsumexp_gradient_is_one_softmax_kernel():
+    # grad(sum(logsumexp(X, 1))) is softmax(X): one kernel, one exp per element, no
+    # logsumexp pass (the cotangent seed 1.0, broadcast twice, folds away)
+    jitted = ft.jit(ft.grad(lambda X: fnp.sum(fnp.logsumexp(X, axis=1))), eager=True)
+    X = np.random.default_rng(10).normal(size=(50, 300))
+    X[3] = -np.inf
+    got = jitted(X)
+    src = jitted.lower(X).source
+    assert src.count("# ---- kernel") == 1 and "softmax" in src
+    assert src.split("# ---- its parallel")[0].count("vm.vexp(") == 1
+    with np.errstate(all="ignore"):
+        e = np.exp(X - X.max(axis=1, keepdims=True))
+        want = np.nan_to_num(e / e.sum(axis=1, keepdims=True), nan=0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
+    assert (got[3] == 0).all()          # all -inf: logsumexp's zero gradient
+
+
+def test_softmax_parallel_and_donated_match_serial():
+    g = graph_of(lambda a: [ops.softmax(ops.mul(a, np.asarray(0.5)), (1,))],
+                 AVal((64, 3000), "float64"))
+    x = np.random.default_rng(11).normal(size=(64, 3000))
+    x[5] = -np.inf
+    ex, serial, want = run_both(g, [x], parallel=Threads(2, min_work=0))
+    got = ex.upgrade()(x)
+    assert ex.parallel_kernels == 1
+    np.testing.assert_array_equal(got[0], serial[0])
+    assert_same(got[0], want[0], 1e-14, atol=1e-300)
+    # the output in the donated input's buffer: each element is read before it is written
+    ex2 = numba_cpu.Executable(g, eager=True, donate=(0,))
+    x2 = x.copy()
+    out = ex2(x2)[0]
+    assert np.shares_memory(out, x2)
+    np.testing.assert_array_equal(out, serial[0])

@@ -82,7 +82,7 @@ PRODUCTS = {"reduce_prod", "cumprod", "l2norm"}
 def _terms(e) -> int:
     """Number of terms each result element of an accumulating op combines."""
     x = e.inputs[0].aval
-    if e.op.name in ("reduce_sum", "reduce_prod", "l2norm", "logsumexp"):
+    if e.op.name in ("reduce_sum", "reduce_prod", "l2norm", "logsumexp", "softmax"):
         return max(1, math.prod(x.shape[a] for a in e.params["axes"]))
     if e.op.name in ("cumsum", "cumprod"):
         return max(1, x.shape[e.params["axis"]])
@@ -145,6 +145,11 @@ def _bound(e, ins, out, loose=False):
             return b
         if name == "logsumexp":
             return np.where(np.isfinite(o), (n + 8) * eps * np.maximum(1.0, np.abs(o)), 0.0)
+        if name == "softmax":
+            # exp(x - max) within a few ulps each side, a sum of n terms, one scaling; a
+            # subnormal result has an absolute error of a subnormal ulp
+            tiny = 2 * float(np.finfo(o.dtype).smallest_subnormal)
+            return np.where(np.isfinite(o), (n + 16) * eps * np.abs(o) + tiny, 0.0)
         # anything else (linear algebra): a loose relative bound
         return np.where(np.isfinite(o), 64 * eps * np.maximum(1.0, np.abs(o)), np.inf)
 

@@ -10,8 +10,8 @@ and a failing program prints as a literal that ``tests/support/fuzz_regressions.
 binary, with constants, ``where``, ``clip``, integer powers), broadcasts, reductions over
 axes, views (reshape, transpose, slices with steps, flips, squeeze/expand, swapaxes),
 contractions (matmul, dot, einsum), gathers (integer-array indexing, ``take``),
-``concatenate``, ``pad`` and ``cumsum``, in float32 or float64; about one program in six
-also has control flow (``scan``, ``fori_loop`` with static or traced bounds, ``map``,
+``concatenate``, ``pad``, ``cumsum`` and ``softmax``, in float32 or float64; about one
+program in six also has control flow (``scan``, ``fori_loop`` with static or traced bounds, ``map``,
 ``while_loop``, ``cond``/``switch``, one level nested in another), whose numpy side is the
 Python loop or ``if``. Input values come from a
 drawn seed: ordinary values mixed with +-0, +-inf, NaN, subnormals and huge values for value
@@ -171,6 +171,20 @@ def _reduce(xp, dt, a, name, axis, keepdims):
     return getattr(xp, name)(a, axis=axis, keepdims=keepdims)
 
 
+def _softmax(xp, dt, a, axis):
+    """functrace's softmax op (``ft.nn.softmax``); on numpy, the textbook formula with
+    logsumexp's convention that a non-finite maximum shifts by 0 (a row of all -inf is NaN,
+    a +inf gives NaN there and 0 elsewhere), and a true division where the kernel multiplies
+    by ``1 / sum``."""
+    if xp is not np:
+        return ft.nn.softmax(a, axis=axis)
+    a = np.asarray(a)
+    with np.errstate(all="ignore"):
+        m = np.max(a, axis=axis, keepdims=True)
+        e = np.exp(a - np.where(np.isfinite(m), m, 0).astype(a.dtype))
+        return (e / np.sum(e, axis=axis, keepdims=True)).astype(a.dtype)
+
+
 def _where(xp, dt, c1, c2, a, b):
     return xp.where(xp.greater(c1, c2), a, b)
 
@@ -222,6 +236,7 @@ OPS: dict = {
     "expand_broadcast": _expand_broadcast,
     "broadcast_to": lambda xp, dt, a, shape: xp.broadcast_to(a, shape),
     "reduce": _reduce,
+    "softmax": _softmax,
     "cumsum": lambda xp, dt, a, axis: xp.cumsum(a, axis=axis),
     "where": _where,
     "where_const": _where_const,
@@ -616,7 +631,7 @@ def _broadcastable_shape(draw, shape):
 #: step kinds of a program, by weight
 KINDS = (["unary"] * 5 + ["binary"] * 4 + ["binary_c"] * 3 + ["view"] * 6 + ["reduce"] * 3 +
          ["where"] * 2 + ["ipow", "clip", "matmul", "matmul", "einsum", "gather", "gather",
-                          "concat", "pad", "cumsum", "broadcast"])
+                          "concat", "pad", "cumsum", "broadcast", "softmax"])
 
 
 def _draw_step(draw, shapes, dt, rng, kinds=KINDS, depth=0):
@@ -682,6 +697,11 @@ def _draw_step(draw, shapes, dt, rng, kinds=KINDS, depth=0):
             out = tuple(1 if i in axs else d for i, d in enumerate(sa)) if keep else \
                 tuple(d for i, d in enumerate(sa) if i not in axs)
         return Step("reduce", (a,), (name, axis, keep)), out
+    if kind == "softmax":
+        if not sa:
+            return None
+        axis = None if draw.int(0, 3) == 0 else draw.int(-len(sa), len(sa) - 1)
+        return Step("softmax", (a,), (axis,)), sa
     if kind == "cumsum":
         if not sa:
             return None

@@ -279,7 +279,7 @@ def _warm_up(fn, ks: KernelStep) -> None:
     for _, dt in spec.outputs:
         args.append(np.zeros((1,) * max(spec.ndim, 1), dt))
     if spec.reduction is not None:
-        keep = spec.ndim - len(spec.reduction.axes)
+        keep = len(spec.reduction.out_axes(spec.ndim))
         args.append(np.zeros((1,) * max(keep, 1), spec.reduction.dtype))
     fn(*args)
 

@@ -39,7 +39,8 @@ def _combine(kind: str, a: str, b: str, dt: np.dtype) -> str:
 
 def _extremum(kind: str, a: str, b: str, dt: np.dtype) -> str:
     # numba's np.maximum: numpy's NaN rule, vectorises
-    return f"np.maximum({a}, {b})" if kind in ("max", "logsumexp") else f"np.minimum({a}, {b})"
+    return (f"np.maximum({a}, {b})" if kind in ("max", "logsumexp", "softmax")
+            else f"np.minimum({a}, {b})")
 
 
 def _acc_dtype(red: Reduction) -> np.dtype:
@@ -47,7 +48,8 @@ def _acc_dtype(red: Reduction) -> np.dtype:
         return np.dtype(bool)
     dt = red.in_dtype
     if dt.kind == "f":
-        return np.dtype("float64") if red.kind in ("sum", "prod", "logsumexp") else dt
+        return np.dtype("float64") if red.kind in ("sum", "prod", "logsumexp", "softmax") \
+            else dt
     if dt.kind in "iu":
         return np.dtype("uint64") if dt.kind == "u" and red.kind in ("sum", "prod") else (
             np.dtype("int64") if red.kind in ("sum", "prod") else dt)
@@ -66,7 +68,7 @@ def _identity(red: Reduction, dt: np.dtype) -> str:
         return "True"
     if red.kind == "or":
         return "False"
-    if red.kind in ("max", "logsumexp"):
+    if red.kind in ("max", "logsumexp", "softmax"):
         if dt.kind == "f":
             return const_expr(-np.inf, dt)
         return const_expr(np.iinfo(dt).min if dt.kind in "iu" else False, dt)
@@ -115,8 +117,8 @@ def reduction_blocks(extents, red: Reduction | None) -> int:
 
 def blocked_reduction(red: Reduction, nd: int) -> bool:
     """Whether a reduction is rendered in blocks of its outermost (reduced) axis: every kind
-    but logsumexp (its two passes need the global maximum first)."""
-    return nd > 0 and 0 in red.axes and red.kind != "logsumexp"
+    but logsumexp and softmax (their passes need the global maximum first)."""
+    return nd > 0 and 0 in red.axes and red.kind not in ("logsumexp", "softmax")
 
 
 class _Writer:
@@ -161,7 +163,10 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     if blocked and not parallel and extents is not None and all(
             isinstance(n, (int, np.integer)) for n in extents):
         blocked = reduction_blocks(extents, red) > 1
-    kept_blocks = parallel and not blocked and red is not None and nd > 0
+    # (a logsumexp or softmax over the only loop axis has no kept axis to split: its
+    # "parallel" variant is the serial loop, and kernel_threads never runs it on more)
+    kept_blocks = parallel and not blocked and red is not None and nd > 0 and \
+        0 not in red.axes
     w.prange = parallel and nd > 0 and red is None
     for h in spec.helpers:
         w(0, h + "\n\n")
@@ -448,7 +453,8 @@ def _render_chunked_reduction(w, spec, by_depth, base):
     full = index_list(range(nd))
     v = _as_input(red, red.value)
     vin = f"{ctor}({v})" if adt != red.in_dtype or v != red.value else v
-    passes = ["max", "sumexp"] if red.kind == "logsumexp" else [red.kind]
+    lse_like = red.kind in ("logsumexp", "softmax")
+    passes = ["max", "sumexp"] if lse_like else [red.kind]
     # a 1-d reduction in blocks: the chunks of this block's range
     lo, hi = w.outer if inner == 0 and w.outer is not None else ("0", f"n{inner}")
     for pname in passes:
@@ -463,7 +469,7 @@ def _render_chunked_reduction(w, spec, by_depth, base):
         w(ind + 1, "for l in range(m):")
         # unsigned: numba then skips negative-index wraparound, which blocks vectorisation
         w(ind + 2, f"i{inner} = np.uint64(c + l)")
-        if red.kind == "logsumexp" and pname == "max":
+        if lse_like and pname == "max":
             # the maximum pass needs only the reduced value: the kernel's other values are
             # computed (and its outputs written) in the second pass. LLVM would drop them
             # here anyway, but numba inlines and types each vecmath call they make first
@@ -471,10 +477,15 @@ def _render_chunked_reduction(w, spec, by_depth, base):
                 w(ind + 2, line)
         else:
             _emit_level(w, by_depth, nd, ind + 2)
-        if red.kind != "logsumexp" or pname == "sumexp":
+        if not lse_like or pname == "sumexp":
             for k, (name, _dt) in enumerate(spec.outputs):
                 w(ind + 2, f"o{k}[{full}] = {name}")
         val = f"vm.vexp({ctor}({v}) - shift)" if pname == "sumexp" else vin
+        if red.kind == "softmax" and pname == "sumexp":
+            # keep each exp in the output; the third pass scales the row by 1 / sum
+            w(ind + 2, f"e = {val}")
+            w(ind + 2, f"{w.r}[{full}] = {_cast(red.dtype, 'e', adt)}")
+            val = "e"
         w(ind + 2, f"buf[l] = {val}")
         # pairwise: fold the upper half onto the lower half until one element is left
         w(ind + 1, "h = m")
@@ -493,14 +504,38 @@ def _render_chunked_reduction(w, spec, by_depth, base):
             w(ind + 1, f"acc = {_combine(kind, 'acc', 'buf[0]', adt)}")
         if comp:
             w(ind, "acc = acc + cmp if acc - acc == 0 else acc")
-        if pname == "max" and red.kind == "logsumexp":
+        if pname == "max" and lse_like:
             # like the numpy impl: a non-finite maximum shifts by 0
             w(ind, f"shift = acc if acc - acc == 0 else {const_expr(0, adt)}")
-    res = "vm.vlog(acc) + shift" if red.kind == "logsumexp" else "acc"
     odt = red.dtype
+    if red.kind == "softmax":
+        _render_softmax_scale(w, spec, ind, adt, odt)
+        return
+    res = "vm.vlog(acc) + shift" if red.kind == "logsumexp" else "acc"
     if inner == 0 and w.r != "r":   # a block's slot keeps the accumulator's type
         w(ind, f"{w.r}[0] = acc")
         return
     if outer_reduced:
         res = _combine(red.kind, f"{w.r}[{ridx}]", f"{dtype_ctor(odt)}({res})", odt)
     w(ind, f"{w.r}[{ridx}] = {dtype_ctor(odt)}({res})")
+
+
+def _cast(dt: np.dtype, expr: str, from_dt: np.dtype) -> str:
+    return expr if np.dtype(dt) == np.dtype(from_dt) else f"{dtype_ctor(dt)}({expr})"
+
+
+def _render_softmax_scale(w, spec, ind, adt, odt):
+    """softmax's third pass: its row holds ``exp(v - max)``; scale it by ``1 / sum``, where
+    a sum of 0 (a row of all -inf) gives 0 with ``masked_zero`` (else ``0 * inf``, NaN).
+    A float32 row is scaled in float64 and rounded once more."""
+    inner = spec.ndim - 1
+    full = index_list(range(spec.ndim))
+    one, zero = const_expr(1, adt), const_expr(0, adt)
+    if spec.reduction.masked_zero:
+        w(ind, f"scale = {one} / acc if acc != {zero} else {zero}")
+    else:
+        w(ind, f"scale = {one} / acc")
+    w(ind, f"for l in range(n{inner}):")
+    w(ind + 1, f"i{inner} = np.uint64(l)")
+    cell = f"{w.r}[{full}]"
+    w(ind + 1, f"{cell} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")

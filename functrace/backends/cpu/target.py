@@ -38,19 +38,19 @@ class CpuTarget(Target):
 
     def reduction_reason(self, e, kind: str, axes: tuple) -> str | None:
         x = e.inputs[0].aval
-        if kind == "logsumexp" and not (x.dtype.kind == "f"
-                                        and axes == tuple(range(x.ndim - len(axes), x.ndim))):
-            return "logsumexp over leading axes or of non-float data"
+        if kind in ("logsumexp", "softmax") and not (
+                x.dtype.kind == "f" and axes == tuple(range(x.ndim - len(axes), x.ndim))):
+            return f"{kind} over leading axes or of non-float data"
         return None
 
     def prefer_kernel(self, e) -> bool:
         """A group of this single equation still deserves a kernel (numpy is slower there:
-        the vecmath polynomials, logsumexp's two passes)."""
+        the vecmath polynomials, logsumexp's and softmax's passes)."""
         op = e.op
         if op.elementwise:
             code = op.code.get(TARGET)
             return code is not None and not isinstance(code, str) and code.alone
-        return op.reduce_kind == "logsumexp"
+        return op.reduce_kind in ("logsumexp", "softmax")
 
 
 CPU = CpuTarget()

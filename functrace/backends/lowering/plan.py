@@ -60,6 +60,8 @@ class Target:
         x = e.inputs[0].aval
         if kind == "logsumexp" and x.dtype.kind != "f":
             return "logsumexp of non-float data"
+        if kind == "softmax":
+            return f"no softmax kernel on the {self.label} target (it runs as its op's impl)"
         return None
 
     def unfused_reason(self, e) -> str | None:

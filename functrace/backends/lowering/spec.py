@@ -43,7 +43,9 @@ How a group becomes a kernel:
   pairwise by halving (vectorised too, and as accurate as numpy's pairwise sum), and chunk
   results are combined with Neumaier compensated summation: no reassociation is assumed (no
   ``fastmath=True``). ``logsumexp`` takes two passes (max, then sum of ``exp(v - max)``) over
-  the same chunks, like its numpy impl.
+  the same chunks, like its numpy impl. ``softmax`` takes the same two passes, writes each
+  ``exp(v - max)`` to its output in the second, and scales its row by ``1 / sum`` in a third:
+  one exp per element.
 """
 
 from __future__ import annotations
@@ -97,13 +99,23 @@ class Operand:
 
 @dataclasses.dataclass(frozen=True)
 class Reduction:
-    """The closing reduction: ``kind`` over loop ``axes`` of body value ``value``."""
+    """The closing reduction: ``kind`` over loop ``axes`` of body value ``value``.
+
+    ``softmax`` is the one kind whose output keeps the loop shape: ``exp(value - lse)`` at
+    every element, ``lse`` the logsumexp of its row (the innermost axis); ``masked_zero``
+    says what a row of all -inf gives (0, else NaN)."""
 
     kind: str
     value: str
     in_dtype: np.dtype
     dtype: np.dtype
     axes: tuple[int, ...]
+    masked_zero: bool = False
+
+    def out_axes(self, ndim: int) -> tuple[int, ...]:
+        """The loop axes of a ``ndim``-deep nest that index the output: the kept ones, or
+        all of them for softmax."""
+        return tuple(d for d in range(ndim) if d not in self.axes or self.kind == "softmax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,7 +433,8 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
         if not axes:
             raise Unsupported("reduction over no axes")
         src = operand(red_eqn.inputs[0])
-        red = (kind, src, red_eqn.inputs[0].aval.dtype, red_eqn.outputs[0].aval.dtype, axes)
+        red = (kind, src, red_eqn.inputs[0].aval.dtype, red_eqn.outputs[0].aval.dtype, axes,
+               red_eqn.params.get("masked_zero", False))
 
     # elementwise outputs: member values read outside the group (decided by the planner)
     outputs = [(names[v], v) for v in group.outputs if v in names]
@@ -441,7 +454,7 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
     bind_outs = [(v, extents or (1,)) for _, v in outputs]
     bind_red = None
     if reduction is not None:
-        rshape = tuple(extents[j] for j in range(ndim) if j not in reduction.axes)
+        rshape = tuple(extents[j] for j in reduction.out_axes(ndim))
         bind_red = (red_eqn.outputs[0], rshape or (1,))
     return spec, Binding(extents, binding_ops, bind_outs, bind_red)
 
@@ -550,11 +563,18 @@ def _closing_reduction(red, new_of, ndim, depth, name):
     Raises:
         Unsupported: a logsumexp over more than the innermost loop axis, a sum/prod of bools.
     """
-    kind, src, in_dt, out_dt, axes = red
+    kind, src, in_dt, out_dt, axes, masked_zero = red
     raxes = tuple(sorted({new_of[d] for d in axes if d in new_of}))
     if not raxes:
         if kind == "logsumexp":
             expr = src      # log(exp(x - m)) + m == x, inf and NaN included
+        elif kind == "softmax":
+            # exp(x - x) / exp(x - x): 1 where x is finite, NaN at +inf and NaN, and at -inf
+            # (every exp 0) 0 if masked_zero else NaN
+            one, nan = const_expr(1, out_dt), const_expr(np.nan, out_dt)
+            dead = const_expr(0, out_dt) if masked_zero else nan
+            expr = (f"({one} if {src} - {src} == 0 else "
+                    f"({dead} if {src} < {const_expr(0, in_dt)} else {nan}))")
         elif kind in ("and", "or"):
             expr = f"({src} != 0)" if np.dtype(in_dt).kind != "b" else src
         else:
@@ -565,11 +585,12 @@ def _closing_reduction(red, new_of, ndim, depth, name):
             # numpy adds to its identity: a sum of one -0.0 is +0.0
             expr = f"({expr} + {const_expr(0, out_dt)})"
         return None, (name, expr, np.dtype(out_dt), max(depth.get(src, 0), 0))
-    if kind == "logsumexp" and (raxes != (ndim - 1,)):
-        raise Unsupported("logsumexp over more than the innermost loop axis")
+    if kind in ("logsumexp", "softmax") and (raxes != (ndim - 1,)):
+        raise Unsupported(f"{kind} over more than the innermost loop axis")
     if kind in ("sum", "prod") and np.dtype(in_dt).kind == "b":
         raise Unsupported("sum/prod of booleans")
-    return Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes), None
+    return Reduction(kind, src, np.dtype(in_dt), np.dtype(out_dt), raxes,
+                     bool(masked_zero) if kind == "softmax" else False), None
 
 
 def _diag_cond(jp: int, jq: int, k: int, lo: int, hi: int, unsigned, dr: int = 1,
