@@ -496,6 +496,25 @@ def bench_lse(n=1000):
            target=0.8)
 
 
+def bench_softmax(n=1000):
+    """The forward softmax over rows (ft.nn.softmax: one op, one exp per element) against
+    the hand-written numpy and jax.nn.softmax."""
+    X = np.random.default_rng(5).normal(size=(n, n))
+    ref = lse_hand(X)
+    jitted = ft.jit(lambda X: ft.nn.softmax(X, axis=1), eager=True)
+    t0 = time.perf_counter()
+    out = jitted(X)
+    compile_s = time.perf_counter() - t0
+    check("softmax jit", [out], [ref], 1e-12)
+    fns = {"numpy (hand)": lambda: lse_hand(X), "functrace jit": lambda: jitted(X)}
+    if jax is not None:
+        jX = jnp.asarray(X)
+        jj = jax.jit(lambda X: jax.nn.softmax(X, axis=1))
+        check("softmax jax", [jj(jX)], [ref], 1e-12)
+        fns["jax.jit"] = lambda: jj(jX).block_until_ready()
+    report("softmax 1000x1000", interleaved(fns), note=f"compile {compile_s:.2f}s")
+
+
 # --------------------------------------------------------------------------------------------
 # 5b. exact arithmetic (no contraction, true divisions)
 # --------------------------------------------------------------------------------------------
@@ -838,7 +857,8 @@ def main():
     benches = {"chain": bench_chain, "mlp32": lambda: bench_mlp(np.float32),
                "mlp64": lambda: bench_mlp(np.float64), "hessian": bench_hessian,
                "hessian_strided": lambda: bench_hessian(strided=True),
-               "rnn": bench_rnn, "scan_rnn": bench_scan_rnn, "lse": bench_lse, "arith": bench_arith,
+               "rnn": bench_rnn, "scan_rnn": bench_scan_rnn, "lse": bench_lse,
+               "softmax": bench_softmax, "arith": bench_arith,
                "startup": bench_startup,
                "memory": bench_memory}
     for name, fn in benches.items():
