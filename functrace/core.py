@@ -421,6 +421,10 @@ class Op:
         fusion: ``"view"`` (a re-indexing of its operand that kernels fold into their index
             maps: ``view_map(eqn)`` gives the map), ``"shifted"`` (a guarded shifted read of
             its first operand, like ``pad``), or None.
+        expand: ``(*operands, **params) -> result`` written with op-level functions: what a
+            target whose kernels cannot hold an equation of this op runs instead
+            (``backends.lowering.plan.expand_unfused``; softmax becomes logsumexp and an
+            exp where there is no softmax kernel). None: the op's impl runs.
         view_map: for ``fusion="view"``: ``eqn -> tuple | None``, the output axis each operand
             axis is read from (None: a unit axis read at 0); None: not a pure re-indexing.
         reindex: the result is a re-indexing of the operand (no arithmetic): slice, reshape...
@@ -464,6 +468,7 @@ class Op:
     code: dict = dataclasses.field(default_factory=dict)
     reduce_kind: str | None = None
     fusion: str | None = None
+    expand: Callable[..., Any] | None = None
     view_map: Callable[..., Any] | None = None
     reindex: bool = False
     strided_view: bool = False

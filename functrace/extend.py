@@ -143,7 +143,8 @@ def _aval(out, name: str) -> AVal:
 
 def define_op(name: str, impl: Callable, abstract_eval: Callable, *,
               vjp: Callable | None = None, jvp: Callable | None = None,
-              batch: Callable | None = None, multiple_results: bool = False) -> Callable:
+              batch: Callable | None = None, multiple_results: bool = False,
+              expand: Callable | None = None) -> Callable:
     """Define a primitive and return its user function ``f(*operands, **params)``.
 
     Args:
@@ -161,6 +162,10 @@ def define_op(name: str, impl: Callable, abstract_eval: Callable, *,
             ``args[i]`` or None; return the batched result and where its batch axis is
             (``(outs, out_dims)`` with ``multiple_results``). Bind the op itself inside.
         multiple_results: the op returns a tuple.
+        expand: ``(*operands, **params) -> result`` written with ``functrace.numpy``,
+            computing what ``impl`` computes: compiled backends run it in place of the op
+            (its parts fuse with the kernels around it), the interpreter runs ``impl``.
+            Rules still come from ``vjp``/``jvp``.
 
     Params (keyword arguments of ``f``) must be hashable: ints, floats, strings, tuples.
 
@@ -196,7 +201,7 @@ def define_op(name: str, impl: Callable, abstract_eval: Callable, *,
                 return (out,), (d,)
 
     op = Op(name, abstract, impl, multiple_results=multiple_results, vjp=vjp, jvp=jvp,
-            batch=rule, module=module,
+            batch=rule, module=module, expand=expand,
             differentiable=vjp is not None or jvp is not None)
 
     def f(*args: Any, **params: Any):

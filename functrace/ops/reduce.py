@@ -424,7 +424,19 @@ def _softmax_jvp(primals, tangents, outs, *, axes, masked_zero):
     return (ew.mul(y, ew.sub(t, dot)),)
 
 
+def _softmax_expand(x, *, axes, masked_zero):
+    # for a target with no softmax kernel: logsumexp (a kernel reduction there) and an
+    # elementwise exp, two exps per element (what logsumexp's gradient was before the op)
+    ob = _bcast_back(logsumexp(x, axes), shape_of(x), axes)
+    if not masked_zero:
+        return ew.exp(ew.sub(x, ob))
+    dead = ew.logical_and(ew.isinf(ob), ew.lt(ob, lit(0, ob)))
+    safe = ew.select(dead, lit(0, ob), ob)
+    return ew.select(dead, lit(0, x), ew.exp(ew.sub(x, safe)))
+
+
 softmax_p.vjp, softmax_p.jvp = _softmax_vjp, _softmax_jvp
+softmax_p.expand = _softmax_expand
 
 
 def _lse_weights(x, axes):

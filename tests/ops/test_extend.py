@@ -132,6 +132,40 @@ def test_jit_cpu_fuses_extension_ops_with_their_neighbours():
     np.testing.assert_allclose(jg(x), _sigmoid(x) * np.arange(1, 65), rtol=1e-12)
 
 
+def test_an_op_with_an_expansion_fuses_its_expansion_under_jit():
+    # rownorm: x / sum(x, 1); the impl runs on the interpreter, the expansion (a sum and a
+    # divide) in compiled code, where its sum fuses with the exp before it
+    from functrace.extend import define_op
+
+    calls = []
+
+    def impl(x):
+        calls.append(1)
+        return x / x.sum(axis=1, keepdims=True)
+
+    def vjp(cts, ins, outs):
+        y, ct = outs[0], cts[0]
+        return ((ct - fnp.sum(ct * y, axis=1, keepdims=True)) / fnp.sum(ins[0], axis=1,
+                                                                        keepdims=True),)
+    rownorm = define_op("ext_rownorm", impl, lambda x: (x.shape, x.dtype), vjp=vjp,
+                        expand=lambda x: x / fnp.sum(x, axis=1, keepdims=True))
+    x = np.random.default_rng(3).uniform(0.5, 2, (4, 6))
+    f = lambda x: fnp.sum(fnp.sin(rownorm(fnp.exp(x))))  # noqa: E731
+    want, gwant = f(x), ft.grad(f)(x)
+    assert calls
+    calls.clear()
+    jf = ft.jit(ft.value_and_grad(f), eager=True)
+    got, g = jf(x)
+    assert not calls                     # compiled code ran the expansion, not the impl
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    np.testing.assert_allclose(g, gwant, rtol=1e-12, atol=1e-15)
+    src = jf.lower(x).source
+    assert "ext_rownorm" not in src.split("# ---- driver")[1]
+    e = np.exp(x)
+    np.testing.assert_allclose(got, np.sum(np.sin(e / e.sum(axis=1, keepdims=True))),
+                               rtol=1e-14)
+
+
 def test_kernel_module_holds_the_scalar_source():
     """The module text (hence its content-hashed cache key) includes the scalar function's
     code: another definition of the same op name is another kernel, never a stale one."""

@@ -339,6 +339,25 @@ def test_logsumexp_special_rows(cfg):
     assert_same(got[0], want[0], 2e-6)
 
 
+@pytest.mark.parametrize("masked_zero", [False, True])
+def test_softmax_runs_as_its_expansion_into_kernels(masked_zero):
+    # no softmax kernel on this target: the op's expansion (a logsumexp kernel, an exp
+    # kernel) runs, not its impl through cupy's separate max, exp, sum and scaling
+    x = np.random.default_rng(6).uniform(-3, 3, (6, 30))
+    x[0] = -np.inf
+    x[1, 7] = np.inf
+    x[2, 11] = np.nan
+    g = graph_of(lambda x: [ops.softmax(x, (1,), masked_zero)], AVal(x.shape, x.dtype))
+    ex, got, want = run_both(g, [x])
+    prog = ex.lower()
+    assert "softmax" not in {e.op.name for e in prog.graph.eqns}
+    kinds = sorted(k.spec.reduction.kind if k.spec.reduction else "elementwise"
+                   for k in prog.kernels.values())
+    assert kinds == ["elementwise", "logsumexp"]
+    assert_same(got[0], want[0], 1e-13, atol=1e-300)
+    assert (got[0][0] == 0).all() if masked_zero else np.isnan(got[0][0]).all()
+
+
 def test_float32_sum_accumulates_in_float64():
     x = np.full(1000, 0.1, np.float32)
     x[0] = 1e4

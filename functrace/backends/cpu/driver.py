@@ -27,7 +27,7 @@ from ...passes.loops import inline_calls
 from ...passes.memory import escaping_values, plan_buffers, step_io, view_bases
 from ...passes.roll import roll_loops
 from .. import reference
-from ..lowering.plan import fold_constants_any_size, fresh_result, plan_kernels
+from ..lowering.plan import expand_unfused, fold_constants_any_size, fresh_result, plan_kernels
 from .dots import dot_dims, dot_expr, operand_expr, small_dots_as_loops
 from .kernels import is_cached_on_disk
 from .loop import LoopStep, body_ok, loop_refusal
@@ -68,7 +68,7 @@ class Program:
     def __init__(self, graph: Graph, parallel: Threads | bool | int | str = SERIAL,
                  donate: tuple = (), no_fuse: frozenset = frozenset(), roll: bool = True):
         # deterministic rewrites, so equation indices are stable across re-plans
-        graph = fold_constants_any_size(inline_calls(graph))
+        graph = expand_unfused(fold_constants_any_size(inline_calls(graph)), CPU)
         if roll:     # unrolled Python loops back into compiled loops (passes.roll)
             graph = roll_loops(graph, body_ok)
         graph = small_dots_as_loops(graph)

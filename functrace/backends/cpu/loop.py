@@ -34,11 +34,19 @@ from ...core import Eqn, Graph, Lit, Var
 from ...ops.control import loop_slices
 from ...passes.fusion import Group, OpStep, plan_fusion
 from ...passes.loops import inline_calls
-from ..lowering.plan import fold_constants_any_size
+from ..lowering.plan import expand_unfused, fold_constants_any_size
 from ..lowering.spec import Unsupported, build_spec, spec_key
 from .dots import dot_dims, small_dots_as_loops
 from .render import render_cpu
-from .target import CODEGEN_VERSION, JIT_FLAGS, TARGET, fusible, module_imports, vecmath_hash
+from .target import (
+    CODEGEN_VERSION,
+    CPU,
+    JIT_FLAGS,
+    TARGET,
+    fusible,
+    module_imports,
+    vecmath_hash,
+)
 
 __all__ = ["LoopStep", "plan_body", "body_ok", "loop_refusal", "make_runner", "warm_up"]
 
@@ -89,7 +97,8 @@ class _BodyPlan:
     """The body's fusion plan and kernel specs; every step must be a kernel or a reshape."""
 
     def __init__(self, body: Graph):
-        g = small_dots_as_loops(fold_constants_any_size(inline_calls(body)))
+        g = expand_unfused(fold_constants_any_size(inline_calls(body)), CPU)
+        g = small_dots_as_loops(g)
         for _ in range(4):
             plan = plan_fusion(g, fusible, lambda e: True)
             views = {s.eqn for s in plan.steps if isinstance(s, OpStep)

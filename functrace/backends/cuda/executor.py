@@ -67,7 +67,9 @@ from ...passes.contract import contractions_as_reductions
 from ...passes.fusion import Group
 from .. import gc_pause
 from ..lowering.executable import ExecutableBase, debug_level
+from ..lowering.plan import expand_unfused
 from ..lowering.subgraphs import SubgraphHost
+from .codegen import CUDA
 from .cublaslt import gemm_shape_of
 from .device import (
     CupyArrays,
@@ -157,6 +159,7 @@ class Executable(ExecutableBase):
             keep = self._kept_products
             g = contractions_as_reductions(
                 self.graph, lambda e: None if id(e) in keep else contraction_layout(e, cfg))
+            g = expand_unfused(g, CUDA)
             self._lowered = (key, g)
         return self._lowered[1]
 
