@@ -24,7 +24,9 @@ and tiers"):
 * Equations are visited in topological order (graph order, except that a 0-d elementwise
   equation comes as soon as its inputs are computed: scalar math on parameters, such as
   ``log(scale)``, must not split the kernel of the arrays that read it) and join an existing
-  group when (a) the loop shape matches, (b) they do not read the group's reduction result,
+  group when (a) the loop shape matches, (b) they do not read the group's reduction result
+  (but where that result keeps the loop shape, softmax's, they may read it elementwise: the
+  group's *epilogue*, computed in the reduction's last pass over each row),
   (c) they read the group's own values only elementwise (identity map), and (d) every other
   step they read was *created before* the group. (d) makes creation order a valid schedule,
   so no cycle between steps can arise. Candidates are the groups that produce an input, then
@@ -213,7 +215,8 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
             if p is g:
                 if shifted:      # a shifted read of the group's own value: not elementwise
                     return False
-                if root in reduction_out:
+                if root in reduction_out and not (_epilogue_reduction(eqns[g.reduction])
+                                                  and amap == tuple(range(len(shape)))):
                     return False
                 if amap != tuple(range(len(shape))) and amap != ():
                     return False
@@ -367,12 +370,18 @@ def _needed_values(graph, steps, groups, producer, resolve, reduction_out):
     write (its members that are needed and that it produces)."""
     eqns = graph.eqns
     needed: set = {a for a in graph.outputs if isinstance(a, Var)}
+
+    def reads_own_result(s, a) -> bool:
+        return s.reduction is not None and a in eqns[s.reduction].outputs and \
+            _epilogue_reduction(eqns[s.reduction])
     for s in groups:
         members = {o for i in s.eqns for o in eqns[i].outputs}
         roots = []
         for i in s.eqns:
             for a in eqns[i].inputs:
-                if isinstance(a, Var) and a in members and a not in reduction_out:
+                # a member value, or the reduction result read by the group's epilogue
+                if isinstance(a, Var) and a in members and (
+                        a not in reduction_out or reads_own_result(s, a)):
                     continue
                 r = resolve(a, s.shape)[0]
                 if isinstance(r, Var) and r not in members and r not in roots:
@@ -399,6 +408,12 @@ def _needed_values(graph, steps, groups, producer, resolve, reduction_out):
                     outs.append(o)
         outputs[s.id] = outs
     return needed, outputs
+
+
+def _epilogue_reduction(e: Eqn) -> bool:
+    """A reduction whose result keeps its operand's shape (softmax): elementwise equations
+    of its group may read that result, in a last pass over each row (its *epilogue*)."""
+    return e.outputs[0].aval.shape == e.inputs[0].aval.shape
 
 
 def _pointwise(e: Eqn) -> bool:

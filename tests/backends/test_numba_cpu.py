@@ -908,3 +908,66 @@ def test_softmax_parallel_and_donated_match_serial():
     out = ex2(x2)[0]
     assert np.shares_memory(out, x2)
     np.testing.assert_array_equal(out, serial[0])
+
+
+def test_softmax_epilogue_fuses_the_values_that_read_it():
+    # a cross-entropy gradient, (softmax(2z) * s - y) / n, with 2z also read after the
+    # softmax, sin of the softmax, and the softmax itself returned: one kernel, whose last
+    # pass over each row computes and writes them
+    def fn(z, y, s):
+        z2 = ops.mul(z, np.asarray(2.0))
+        p = ops.softmax(z2, (1,), True)
+        g = ops.div(ops.sub(ops.mul(p, ops.broadcast_in_dim(s, z.shape, (0,))), y),
+                    np.asarray(8.0))
+        return [g, ops.sin(ops.mul(p, z2)), p]
+    shape = (8, 2100)
+    g = graph_of(fn, AVal(shape, "float64"), AVal(shape, "float64"), AVal((8,), "float64"))
+    rng = np.random.default_rng(12)
+    z = rng.normal(size=shape) * 3
+    z[1] = -np.inf
+    z[2, 5] = np.nan
+    y = rng.normal(size=shape)
+    s = rng.uniform(0.5, 2, 8)
+    ex, got, want = run_both(g, [z, y, s])
+    no_numpy_fallback(ex)
+    (ks,) = ex.lower().kernels.values()
+    assert ks.spec.reduction.kind == "softmax" and len(ks.spec.epilogue) >= 4
+    last_pass = ks.source.split("scale = ")[1]
+    assert "o0[" in last_pass and "o1[" in last_pass and "vm.vsin(" in last_pass
+    assert "vm.vsin(" not in ks.source.split("scale = ")[0]
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-13, atol=1e-15)
+    # serial = parallel, bit for bit; a donated input never holds an output of this kernel
+    par = numba_cpu.Executable(g, eager=True, parallel=Threads(2, min_work=0))
+    par.upgrade()
+    assert par.parallel_kernels == 1
+    donated = numba_cpu.Executable(g, eager=True, donate=(0, 1))
+    z2, y2 = z.copy(), y.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        outs = [par(z, y, s), donated(z2, y2, s)]
+    for out in outs:
+        for a, b in zip(out, got, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert not any(np.shares_memory(o, v) for o in outs[1] for v in (z2, y2))
+
+
+def test_cross_entropy_gradient_is_a_row_sum_and_a_softmax_kernel():
+    # grad of -sum(y * log_softmax(z)) / n is (softmax(z) * sum(y, 1) - y) / n: a kernel for
+    # the row sums of y, and the softmax kernel whose epilogue writes the gradient (no
+    # elementwise kernel after it, no softmax stored)
+    def loss(z, y):
+        return -fnp.sum(y * ft.nn.log_softmax(z, axis=1)) / z.shape[0]
+    rng = np.random.default_rng(13)
+    z = rng.normal(size=(64, 500))
+    y = np.eye(500)[rng.integers(0, 500, 64)]
+    jg = ft.jit(ft.grad(loss), eager=True)
+    got = jg(z, y)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, (p - y) / 64, rtol=1e-13, atol=1e-17)
+    src = jg.lower(z, y).source
+    driver = src.split("# ---- driver")[1]
+    calls = [ln for ln in driver.splitlines() if ln.strip().startswith("K")]
+    assert len(calls) == 2 and "reduce_sum" in calls[0] and "softmax" in calls[1]
+    assert "np.matmul" not in driver and " = f" not in driver     # no op steps

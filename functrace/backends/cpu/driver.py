@@ -120,6 +120,10 @@ class Program:
             if not isinstance(s, Group):
                 return False
             ks = self.kernels[s.id]
+            if ks.spec.epilogue:
+                # a softmax's epilogue reads its operands again after the row's exps were
+                # stored: no output of the kernel may hold an operand
+                return False
             # a shifted (fused pad) read is not elementwise: it never shares an output buffer
             return all(a is not v or (len(sp.axes) == ks.spec.ndim and
                        sp.axes == tuple(range(ks.spec.ndim)) and not sp.shifted)

@@ -18,6 +18,7 @@ import numpy as np
 from ..lowering.spec import (
     CHUNK,
     NATIVE_DTYPES,
+    SOFTMAX_VALUE,
     KernelSpec,
     Reduction,
     Unsupported,
@@ -277,6 +278,8 @@ def _trig_check(spec: KernelSpec, parallel: bool) -> list[str] | None:
         need.add(n)
         if n in lines:
             todo.extend(_NAME.findall(lines[n][0]))
+    if need & set(spec.epilogue):     # an argument reads a softmax: known only at the end
+        return None
     cone = [(name, expr, d) for name, (expr, d) in lines.items() if name in need]
     if any(_HELPER_CALL.search(expr) for _n, expr, _d in cone) or any(
             _HELPER_CALL.search(a) for a, _d in args):
@@ -455,6 +458,7 @@ def _render_chunked_reduction(w, spec, by_depth, base):
     vin = f"{ctor}({v})" if adt != red.in_dtype or v != red.value else v
     lse_like = red.kind in ("logsumexp", "softmax")
     passes = ["max", "sumexp"] if lse_like else [red.kind]
+    epilogue = frozenset(spec.epilogue)
     # a 1-d reduction in blocks: the chunks of this block's range
     lo, hi = w.outer if inner == 0 and w.outer is not None else ("0", f"n{inner}")
     for pname in passes:
@@ -475,11 +479,14 @@ def _render_chunked_reduction(w, spec, by_depth, base):
             # here anyway, but numba inlines and types each vecmath call they make first
             for line in _lines_for(by_depth.get(nd, []), v):
                 w(ind + 2, line)
-        else:
-            _emit_level(w, by_depth, nd, ind + 2)
+        else:     # (a softmax's epilogue waits for its last pass)
+            for line in by_depth.get(nd, []):
+                if line.split(" = ", 1)[0] not in epilogue:
+                    w(ind + 2, line)
         if not lse_like or pname == "sumexp":
             for k, (name, _dt) in enumerate(spec.outputs):
-                w(ind + 2, f"o{k}[{full}] = {name}")
+                if name not in epilogue:
+                    w(ind + 2, f"o{k}[{full}] = {name}")
         val = f"vm.vexp({ctor}({v}) - shift)" if pname == "sumexp" else vin
         if red.kind == "softmax" and pname == "sumexp":
             # keep each exp in the output; the third pass scales the row by 1 / sum
@@ -509,7 +516,7 @@ def _render_chunked_reduction(w, spec, by_depth, base):
             w(ind, f"shift = acc if acc - acc == 0 else {const_expr(0, adt)}")
     odt = red.dtype
     if red.kind == "softmax":
-        _render_softmax_scale(w, spec, ind, adt, odt)
+        _render_softmax_scale(w, spec, by_depth, ind, adt, odt)
         return
     res = "vm.vlog(acc) + shift" if red.kind == "logsumexp" else "acc"
     if inner == 0 and w.r != "r":   # a block's slot keeps the accumulator's type
@@ -524,10 +531,12 @@ def _cast(dt: np.dtype, expr: str, from_dt: np.dtype) -> str:
     return expr if np.dtype(dt) == np.dtype(from_dt) else f"{dtype_ctor(dt)}({expr})"
 
 
-def _render_softmax_scale(w, spec, ind, adt, odt):
+def _render_softmax_scale(w, spec, by_depth, ind, adt, odt):
     """softmax's third pass: its row holds ``exp(v - max)``; scale it by ``1 / sum``, where
     a sum of 0 (a row of all -inf) gives 0 with ``masked_zero`` (else ``0 * inf``, NaN).
-    A float32 row is scaled in float64 and rounded once more."""
+    A float32 row is scaled in float64 and rounded once more. The kernel's epilogue (values
+    that read the softmax, ``spec.epilogue``) is computed here, with the values of the
+    second pass it reads computed again, and its outputs written."""
     inner = spec.ndim - 1
     full = index_list(range(spec.ndim))
     one, zero = const_expr(1, adt), const_expr(0, adt)
@@ -538,4 +547,14 @@ def _render_softmax_scale(w, spec, ind, adt, odt):
     w(ind, f"for l in range(n{inner}):")
     w(ind + 1, f"i{inner} = np.uint64(l)")
     cell = f"{w.r}[{full}]"
-    w(ind + 1, f"{cell} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")
+    epi_outs = [(k, name) for k, (name, _dt) in enumerate(spec.outputs)
+                if name in spec.epilogue]
+    if not epi_outs:
+        w(ind + 1, f"{cell} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")
+        return
+    w(ind + 1, f"{SOFTMAX_VALUE} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")
+    w(ind + 1, f"{cell} = {SOFTMAX_VALUE}")
+    for line in _lines_for(by_depth.get(spec.ndim, []), " ".join(n for _k, n in epi_outs)):
+        w(ind + 1, line)
+    for k, name in epi_outs:
+        w(ind + 1, f"o{k}[{full}] = {name}")

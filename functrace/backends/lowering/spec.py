@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import re
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -64,7 +65,7 @@ from . import scalar_fn
 __all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
            "const_expr", "spec_key", "index_list", "combine", "logic_expr", "convert_expr",
            "fusible_pad", "operand_read", "read_axes", "read_depth", "literal_kind", "target_code",
-           "supports", "dtype_ctor", "CHUNK", "NATIVE_DTYPES"]
+           "supports", "dtype_ctor", "CHUNK", "NATIVE_DTYPES", "SOFTMAX_VALUE"]
 
 #: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
 CHUNK = 2048
@@ -132,6 +133,8 @@ class KernelSpec:
         helpers: source of the functions the body calls that the module must define (users'
             scalar functions, ``backends.scalar_fn``; recipe helpers, ``ops.scalar_recipe``),
             decorated for the target.
+        epilogue: the body values that read a softmax reduction's value (``sm``), directly
+            or not: computed in its last pass over each row, after the row's sum.
     """
 
     ndim: int
@@ -140,6 +143,7 @@ class KernelSpec:
     outputs: tuple[tuple[str, np.dtype], ...]
     reduction: Reduction | None
     helpers: tuple[str, ...] = ()
+    epilogue: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -403,6 +407,8 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
 
     for e in eqns:
         if e is red_eqn:
+            if e.op.reduce_kind == "softmax":    # its epilogue reads it: ``sm``
+                names[e.outputs[0]] = SOFTMAX_VALUE
             continue
         if e.op.fusion == "shifted":
             names[e.outputs[0]] = shifted_operand(e)
@@ -444,19 +450,46 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
     ndim = len(extents)
     body, depth = _body_at_depths(operands, diags, lines, new_of, ndim, red)
     reduction = None
+    epilogue: tuple[str, ...] = ()
     if red is not None:
-        reduction, closed = _closing_reduction(red, new_of, ndim, depth, f"t{tmp}")
+        sm = red[0] == "softmax"
+        reduction, closed = _closing_reduction(red, new_of, ndim, depth,
+                                               SOFTMAX_VALUE if sm else f"t{tmp}")
         if closed is not None:
-            body.append(closed)
+            # before the first line that reads it (a softmax over extent-1 rows is a value)
+            at = next((k for k, ln in enumerate(body) if _reads_softmax(ln[1])), len(body))
+            body.insert(at, closed)
             outputs.append((closed[0], red_eqn.outputs[0]))
+        elif sm:
+            epilogue = _epilogue_names(body)
     outs = tuple((n, v.aval.dtype) for n, v in outputs)
-    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers))
+    spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers),
+                      epilogue)
     bind_outs = [(v, extents or (1,)) for _, v in outputs]
     bind_red = None
     if reduction is not None:
         rshape = tuple(extents[j] for j in reduction.out_axes(ndim))
         bind_red = (red_eqn.outputs[0], rshape or (1,))
     return spec, Binding(extents, binding_ops, bind_outs, bind_red)
+
+
+#: the body's name for a softmax reduction's value, which its epilogue lines read
+SOFTMAX_VALUE = "sm"
+_SM = re.compile(rf"\b{SOFTMAX_VALUE}\b")
+_TEMP = re.compile(r"\b[tx]\d+\b")
+
+
+def _reads_softmax(expr: str) -> bool:
+    return _SM.search(expr) is not None
+
+
+def _epilogue_names(body) -> tuple[str, ...]:
+    """The body values that depend on the softmax value (transitively): the epilogue."""
+    epi: set[str] = set()
+    for name, expr, _dt, _d in body:
+        if _reads_softmax(expr) or any(n in epi for n in _TEMP.findall(expr)):
+            epi.add(name)
+    return tuple(name for name, *_ in body if name in epi)
 
 
 def _simplify_loop_nest(loop_shape, op_list, diags, red):
@@ -533,6 +566,7 @@ def _body_at_depths(operands, diags, lines, new_of, ndim, red) -> tuple[list, di
     of the operands it (transitively) reads (guards too)."""
     opdepth = {f"x{k}": read_depth(o) for k, o in enumerate(operands)}
     depth: dict[str, int] = dict(opdepth)
+    depth[SOFTMAX_VALUE] = ndim       # a softmax's value varies along every loop axis
     body = []
     if diags:
         # the chunked inner index of a CPU reduction is np.uint64 (see operand_read): cast it,
