@@ -515,6 +515,42 @@ def bench_softmax(n=1000):
     report("softmax 1000x1000", interleaved(fns), note=f"compile {compile_s:.2f}s")
 
 
+def xent_hand(z, y):
+    m = z.max(axis=1, keepdims=True)
+    e = np.exp(z - m)
+    s = e.sum(axis=1, keepdims=True)
+    n = z.shape[0]
+    loss = -np.sum(y * (z - m - np.log(s))) / n
+    return loss, (e / s * y.sum(axis=1, keepdims=True) - y) / n
+
+
+def bench_xent(n=512, v=8192):
+    """value_and_grad of the mean cross-entropy over a (512, 8192) logit matrix (a
+    language-model head's loss): the softmax kernel's epilogue writes the gradient."""
+    rng = np.random.default_rng(6)
+    z = rng.normal(size=(n, v))
+    y = np.eye(v)[rng.integers(0, v, n)]
+    l_ref, g_ref = xent_hand(z, y)
+
+    def loss(z, y):
+        return -fnp.sum(y * ft.nn.log_softmax(z, axis=1)) / z.shape[0]
+    jitted = ft.jit(ft.value_and_grad(loss), eager=True)
+    t0 = time.perf_counter()
+    l, g = jitted(z, y)
+    compile_s = time.perf_counter() - t0
+    check("xent jit", [l, g], [l_ref, g_ref], 1e-11)
+    fns = {"numpy (hand)": lambda: xent_hand(z, y), "functrace jit": lambda: jitted(z, y)}
+    if jax is not None:
+        jz, jy = jnp.asarray(z), jnp.asarray(y)
+        jj = jax.jit(jax.value_and_grad(
+            lambda z, y: -jnp.sum(y * jax.nn.log_softmax(z, axis=1)) / z.shape[0]))
+        jl, jg = jj(jz, jy)
+        check("xent jax", [jl, jg], [l_ref, g_ref], 1e-11)
+        fns["jax.jit"] = lambda: jax.block_until_ready(jj(jz, jy))
+    report("cross-entropy value+grad 512x8192", interleaved(fns),
+           note=f"compile {compile_s:.2f}s")
+
+
 # --------------------------------------------------------------------------------------------
 # 5b. exact arithmetic (no contraction, true divisions)
 # --------------------------------------------------------------------------------------------
@@ -858,7 +894,7 @@ def main():
                "mlp64": lambda: bench_mlp(np.float64), "hessian": bench_hessian,
                "hessian_strided": lambda: bench_hessian(strided=True),
                "rnn": bench_rnn, "scan_rnn": bench_scan_rnn, "lse": bench_lse,
-               "softmax": bench_softmax, "arith": bench_arith,
+               "softmax": bench_softmax, "xent": bench_xent, "arith": bench_arith,
                "startup": bench_startup,
                "memory": bench_memory}
     for name, fn in benches.items():
