@@ -56,6 +56,10 @@ __all__ = ["Group", "OpStep", "FusionPlan", "plan_fusion", "view_map"]
 
 MAX_GROUP_EQNS = 40
 RECOMPUTE_MAX = 6
+#: a lone reduction of a cheap value of an earlier group becomes a kernel that recomputes
+#: the value (rather than a numpy step reading it back) from this many elements: below, the
+#: stored value stays in cache, and a kernel's compile would not pay for itself
+LONE_REDUCTION_MIN = 1 << 18
 
 
 @dataclasses.dataclass(eq=False)      # identity semantics: steps are compared by object
@@ -68,7 +72,8 @@ class Group:
         eqns: member equations (recomputed ones included), ascending.
         reduction: index of the closing reduction equation, or None.
         outputs: member values that must be written (read outside the group or graph
-            outputs); the reduction result is always written.
+            outputs); the reduction result is always written, but where ``reduction_read``
+            is False: a softmax read only by its own group's epilogue.
         roots: external values the group reads (after folding views).
         recomputed: indices of equations duplicated from earlier groups.
     """
@@ -80,6 +85,7 @@ class Group:
     outputs: list[Var] = dataclasses.field(default_factory=list)
     roots: list = dataclasses.field(default_factory=list)
     recomputed: list[int] = dataclasses.field(default_factory=list)
+    reduction_read: bool = True
 
     @property
     def kind(self) -> str:
@@ -275,7 +281,8 @@ def plan_fusion(graph: Graph, fusible: Callable[[Eqn], bool],
     for g in steps:
         if isinstance(g, Group):
             g.eqns.sort()        # graph order is topological; visit order may differ
-    _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel)
+    _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel,
+                             resolve if recompute else None)
 
     groups = [s for s in steps if isinstance(s, Group)]
     if recompute:
@@ -321,11 +328,31 @@ def _visit_order(eqns) -> list[int]:
     return order
 
 
-def _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel) -> None:
+def _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel,
+                             resolve=None) -> None:
     """Replace, in place, each group of one equation ``prefer_kernel`` declines by an op step:
-    a group of one cheap equation is a numpy call (no compile, same speed)."""
+    a group of one cheap equation is a numpy call (no compile, same speed). Kept (with
+    ``resolve``, when values are recomputed): a lone reduction of a cheap value of an earlier
+    group over its loop shape. As a kernel it recomputes that value (``_recompute``), so the
+    earlier group need not store it for numpy to read back (the row sums of a cross-entropy
+    gradient's ``-y / n`` read ``y``, instead of a stored product of ``y``'s size), when the
+    value has at least ``LONE_REDUCTION_MIN`` elements."""
+    producer_eqn = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+
+    def recomputable(e) -> bool:
+        """The value ``_recompute`` would recompute here: a cheap cone of one read."""
+        if resolve is None or _pointwise(e) or e.inputs[0].aval.size < LONE_REDUCTION_MIN:
+            return False
+        root, amap = resolve(e.inputs[0], e.inputs[0].aval.shape)
+        p = producer.get(root) if isinstance(root, Var) else None
+        if not (isinstance(p, Group) and p.shape == e.inputs[0].aval.shape
+                and root not in reduction_out and amap == tuple(range(len(p.shape)))):
+            return False
+        found = _cheap_cone(root, p, eqns, producer_eqn, resolve)
+        return found is not None and len(found[1]) <= 1
     for k, s in enumerate(steps):
-        if isinstance(s, Group) and len(s.eqns) == 1 and not prefer_kernel(eqns[s.eqns[0]]):
+        if isinstance(s, Group) and len(s.eqns) == 1 and not prefer_kernel(eqns[s.eqns[0]]) \
+                and not recomputable(eqns[s.eqns[0]]):
             st = OpStep(s.id, s.eqns[0])
             steps[k] = st
             for o in eqns[s.eqns[0]].outputs:
@@ -351,6 +378,8 @@ def _live_steps(graph, steps, groups, producer, resolve, reduction_out) -> list:
         live = [g for g in live if id(g) not in dead]
     for g in live:
         g.outputs = outputs[g.id]
+        if g.reduction is not None:
+            g.reduction_read = eqns[g.reduction].outputs[0] in needed
     live_ids = {id(g) for g in live}
     kept = []
     for s in steps:

@@ -971,3 +971,37 @@ def test_cross_entropy_gradient_is_a_row_sum_and_a_softmax_kernel():
     calls = [ln for ln in driver.splitlines() if ln.strip().startswith("K")]
     assert len(calls) == 2 and "reduce_sum" in calls[0] and "softmax" in calls[1]
     assert "np.matmul" not in driver and " = f" not in driver     # no op steps
+    # nobody else reads the softmax: its exps stay in a row buffer, the kernel writes only
+    # the gradient (no reduction output)
+    (sm,) = [k for k in jg.lower(z, y).source.split("# ---- kernel")[1:3] if "softmax" in k]
+    assert "eb = av.scratch(n1, np.float64)" in sm and "def kernel(n0, n1, a0, a1, a2, o0):" in sm
+    assert "r[" not in sm
+
+
+@pytest.mark.parametrize("shape", [(600, 500), (60, 50)])
+def test_lone_reduction_of_a_cheap_value_recomputes_it_when_large(shape):
+    # u = 2x joins the kernel of sum(exp(x) * u * y); its own row sums cannot (one reduction
+    # per kernel). Large: the row sums are a kernel that recomputes u from x (one read for
+    # one), so the first kernel stores nothing; small: numpy sums a stored u. (v = x * y
+    # would need two reads for one: its row sums stay numpy's, reading a stored v.)
+    from functrace.passes.fusion import LONE_REDUCTION_MIN
+
+    def fn(x, y):
+        u = ops.mul(x, np.asarray(2.0))
+        v = ops.mul(x, y)
+        return [ops.reduce_sum(ops.mul(ops.exp(x), ops.mul(u, v)), (0, 1)),
+                ops.reduce_sum(u, (1,)), ops.reduce_sum(v, (0,))]
+    g = graph_of(fn, AVal(shape, "float64"), AVal(shape, "float64"))
+    rng = np.random.default_rng(14)
+    x, y = rng.normal(size=shape), rng.normal(size=shape)
+    ex, got, want = run_both(g, [x, y])
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b, 1e-12, atol=1e-12 * np.max(np.abs(b)))
+    plan = ex.lower().plan
+    groups = [s for s in plan.steps if isinstance(s, Group)]
+    ops_steps = [s for s in plan.steps if isinstance(s, OpStep) and not s.view]
+    if np.prod(shape) >= LONE_REDUCTION_MIN:
+        assert len(groups) == 2 and len(ops_steps) == 1 and len(groups[0].outputs) == 1
+        assert 1 in {len(s.recomputed) for s in groups}
+    else:
+        assert len(groups) == 1 and len(ops_steps) == 2 and len(groups[0].outputs) == 2

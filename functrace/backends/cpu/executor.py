@@ -278,7 +278,7 @@ def _warm_up(fn, ks: KernelStep) -> None:
         args.append(np.ones((1,) * max(len(op.axes), 1), op.dtype))
     for _, dt in spec.outputs:
         args.append(np.zeros((1,) * max(spec.ndim, 1), dt))
-    if spec.reduction is not None:
+    if spec.reduction is not None and spec.reduction.stored:
         keep = len(spec.reduction.out_axes(spec.ndim))
         args.append(np.zeros((1,) * max(keep, 1), spec.reduction.dtype))
     fn(*args)

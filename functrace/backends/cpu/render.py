@@ -157,7 +157,7 @@ def render_cpu(spec: KernelSpec, fn_name: str = "kernel", decorator: str = "",
     red = spec.reduction
     args = [f"n{d}" for d in range(nd)] + [f"a{k}" for k in range(len(spec.operands))]
     args += [f"o{k}" for k in range(len(spec.outputs))]
-    if red is not None:
+    if red is not None and red.stored:
         args.append("r")
     w = _Writer()
     blocked = red is not None and blocked_reduction(red, nd)
@@ -447,6 +447,8 @@ def _render_chunked_reduction(w, spec, by_depth, base):
         base = _open_blocks(w, base, f"min(n0, {KEPT_BLOCKS})", True)
     # one buffer per kernel call, or per block (blocks may run on different threads)
     w(base, f"buf = av.scratch({CHUNK}, {ctor})")
+    if not red.stored:      # a softmax only its epilogue reads: its row's exps, kept here
+        w(base, f"eb = av.scratch(n{inner}, {ctor})")
     _emit_level(w, by_depth, 0, base)
     for d in range(inner):
         w.loop(base + d, d)
@@ -489,9 +491,13 @@ def _render_chunked_reduction(w, spec, by_depth, base):
                     w(ind + 2, f"o{k}[{full}] = {name}")
         val = f"vm.vexp({ctor}({v}) - shift)" if pname == "sumexp" else vin
         if red.kind == "softmax" and pname == "sumexp":
-            # keep each exp in the output; the third pass scales the row by 1 / sum
+            # keep each exp in the output (or the row buffer); the third pass scales the row
+            # by 1 / sum
             w(ind + 2, f"e = {val}")
-            w(ind + 2, f"{w.r}[{full}] = {_cast(red.dtype, 'e', adt)}")
+            if red.stored:
+                w(ind + 2, f"{w.r}[{full}] = {_cast(red.dtype, 'e', adt)}")
+            else:
+                w(ind + 2, f"eb[i{inner}] = e")
             val = "e"
         w(ind + 2, f"buf[l] = {val}")
         # pairwise: fold the upper half onto the lower half until one element is left
@@ -552,8 +558,11 @@ def _render_softmax_scale(w, spec, by_depth, ind, adt, odt):
     if not epi_outs:
         w(ind + 1, f"{cell} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")
         return
-    w(ind + 1, f"{SOFTMAX_VALUE} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")
-    w(ind + 1, f"{cell} = {SOFTMAX_VALUE}")
+    if spec.reduction.stored:
+        w(ind + 1, f"{SOFTMAX_VALUE} = {_cast(odt, _cast(adt, cell, odt) + ' * scale', adt)}")
+        w(ind + 1, f"{cell} = {SOFTMAX_VALUE}")
+    else:
+        w(ind + 1, f"{SOFTMAX_VALUE} = {_cast(odt, f'eb[i{inner}] * scale', adt)}")
     for line in _lines_for(by_depth.get(spec.ndim, []), " ".join(n for _k, n in epi_outs)):
         w(ind + 1, line)
     for k, name in epi_outs:

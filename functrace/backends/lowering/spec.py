@@ -104,7 +104,8 @@ class Reduction:
 
     ``softmax`` is the one kind whose output keeps the loop shape: ``exp(value - lse)`` at
     every element, ``lse`` the logsumexp of its row (the innermost axis); ``masked_zero``
-    says what a row of all -inf gives (0, else NaN)."""
+    says what a row of all -inf gives (0, else NaN); not ``stored``: only the kernel's
+    epilogue reads it, and the kernel has no reduction output."""
 
     kind: str
     value: str
@@ -112,6 +113,7 @@ class Reduction:
     dtype: np.dtype
     axes: tuple[int, ...]
     masked_zero: bool = False
+    stored: bool = True
 
     def out_axes(self, ndim: int) -> tuple[int, ...]:
         """The loop axes of a ``ndim``-deep nest that index the output: the kept ones, or
@@ -462,12 +464,14 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
             outputs.append((closed[0], red_eqn.outputs[0]))
         elif sm:
             epilogue = _epilogue_names(body)
+            if epilogue and not getattr(group, "reduction_read", True):
+                reduction = dataclasses.replace(reduction, stored=False)
     outs = tuple((n, v.aval.dtype) for n, v in outputs)
     spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers),
                       epilogue)
     bind_outs = [(v, extents or (1,)) for _, v in outputs]
     bind_red = None
-    if reduction is not None:
+    if reduction is not None and reduction.stored:
         rshape = tuple(extents[j] for j in reduction.out_axes(ndim))
         bind_red = (red_eqn.outputs[0], rshape or (1,))
     return spec, Binding(extents, binding_ops, bind_outs, bind_red)
