@@ -41,7 +41,9 @@ and tiers"):
   ``t = tanh(z)``, with ``t`` also read by a matrix product, is recomputed from ``t``.
 * Everything else (contractions, linalg, gathers, scans, sub-graph ops, ...) is a single-op
   step that runs the op's numpy impl, as is a group of one cheap equation (numpy's ufunc is as
-  fast as a kernel there, and needs no compile).
+  fast as a kernel there, and needs no compile) -- but a lone reduction of at least
+  ``LONE_REDUCTION_MIN`` elements whose operand the recomputation above can rebuild from one
+  read stays a kernel, so the earlier group need not store that operand.
 """
 
 from __future__ import annotations
