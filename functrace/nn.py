@@ -6,9 +6,12 @@ docs/numerics.md at its kinks: relu has derivative 0 at 0.
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
+
+try:                                   # numpy >= 2.0
+    from numpy.lib.array_utils import normalize_axis_tuple
+except ImportError:                    # numpy 1.26
+    from numpy.core.numeric import normalize_axis_tuple
 
 from . import numpy as fnp
 from . import ops
@@ -102,20 +105,11 @@ def softmax(x, axis=-1):
 
 
 def _axes(axis, ndim: int) -> tuple:
-    """``axis`` (None: all; an int or a tuple, negative counting from the end) as sorted
-    non-negative axes."""
+    """``axis`` (None: all; an int or a sequence, negative counting from the end) as sorted
+    non-negative axes, with numpy's errors (AxisError, repeated axis)."""
     if axis is None:
         return tuple(range(ndim))
-    raw = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-    out = []
-    for a in raw:
-        a = operator.index(a)
-        if not -ndim <= a < ndim:
-            raise np.exceptions.AxisError(a, ndim)
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"duplicate value in 'axis': {raw}")
-    return tuple(sorted(out))
+    return tuple(sorted(normalize_axis_tuple(axis, ndim)))
 
 
 def gelu(x, approximate=True):

@@ -409,19 +409,20 @@ def softmax(x, axes, masked_zero=False):
     return bind(softmax_p, x, axes=_norm_axes(axes), masked_zero=bool(masked_zero))
 
 
+def _softmax_jacobian_times(y, v, axes):
+    """``J v`` for ``y = softmax(x)``: ``y * (v - sum(v * y))``. J is symmetric, so this is
+    also ``v J``: the jvp and the vjp are the same product."""
+    dot = _bcast_back(reduce_sum(ew.mul(v, y), axes), shape_of(y), axes)
+    return ew.mul(y, ew.sub(v, dot))
+
+
 def _softmax_vjp(cts, ins, outs, *, axes, masked_zero):
-    y, ct = outs[0], cts[0]
-    dot = _bcast_back(reduce_sum(ew.mul(ct, y), axes), shape_of(y), axes)
-    return (ew.mul(y, ew.sub(ct, dot)),)
+    return (_softmax_jacobian_times(outs[0], cts[0], axes),)
 
 
 def _softmax_jvp(primals, tangents, outs, *, axes, masked_zero):
     t = tangents[0]
-    if t is None:
-        return (None,)
-    y = outs[0]
-    dot = _bcast_back(reduce_sum(ew.mul(t, y), axes), shape_of(y), axes)
-    return (ew.mul(y, ew.sub(t, dot)),)
+    return (None if t is None else _softmax_jacobian_times(outs[0], t, axes),)
 
 
 def _softmax_expand(x, *, axes, masked_zero):

@@ -339,7 +339,8 @@ def _demote_cheap_singletons(eqns, steps, producer, reduction_out, prefer_kernel
     earlier group need not store it for numpy to read back (the row sums of a cross-entropy
     gradient's ``-y / n`` read ``y``, instead of a stored product of ``y``'s size), when the
     value has at least ``LONE_REDUCTION_MIN`` elements."""
-    producer_eqn = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+    producer_eqn = ({o: i for i, e in enumerate(eqns) for o in e.outputs}
+                    if resolve is not None else {})
 
     def recomputable(e) -> bool:
         """The value ``_recompute`` would recompute here: a cheap cone of one read."""

@@ -23,7 +23,7 @@ import numpy as np
 from ..core import AVal, Eqn, Graph, Lit, Var
 from ..ops.shape import reshape_p
 
-__all__ = ["merge_loop_twins", "map_subgraphs", "inline_calls", "counter_rows"]
+__all__ = ["merge_loop_twins", "map_subgraphs", "inline_calls", "splice", "counter_rows"]
 
 
 def _same_atom(a, b) -> bool:
@@ -178,22 +178,32 @@ def inline_calls(g: Graph) -> Graph:
     backend fuse it with its neighbours (and compile a loop body holding one)."""
     if not any(e.op.call_param for e in g.eqns):
         return g
+    return splice(g, lambda e: inline_calls(e.params[e.op.call_param]) if e.op.call_param
+                  else None)
+
+
+def splice(g: Graph, sub_of, own_source: bool = True) -> Graph:
+    """``g`` with each equation ``e`` for which ``sub_of(e)`` gives a graph (same inputs and
+    outputs as ``e``) replaced by that graph's equations, on fresh variables; equations for
+    which it gives None are kept (reading the replacements' results). A spliced equation keeps
+    its own source line where it has one and ``own_source``, else takes ``e``'s."""
     env: dict[Var, object] = {}
 
     def read(a):
         return env.get(a, a) if isinstance(a, Var) else a
     eqns: list[Eqn] = []
     for e in g.eqns:
-        if not e.op.call_param:
+        sub = sub_of(e)
+        if sub is None:
             eqns.append(Eqn(e.op, [read(a) for a in e.inputs], e.params, e.outputs, e.source)
                         if any(isinstance(a, Var) and a in env for a in e.inputs) else e)
             continue
-        sub = inline_calls(e.params[e.op.call_param])
         local: dict[Var, object] = dict(zip(sub.inputs, [read(a) for a in e.inputs]))
         for se in sub.eqns:
             outs = [Var(o.aval) for o in se.outputs]
             ins = [local.get(a, a) if isinstance(a, Var) else a for a in se.inputs]
-            eqns.append(Eqn(se.op, ins, se.params, outs, se.source or e.source))
+            eqns.append(Eqn(se.op, ins, se.params, outs,
+                            (se.source if own_source else None) or e.source))
             local.update(zip(se.outputs, outs))
         for o, so in zip(e.outputs, sub.outputs):
             env[o] = local.get(so, so) if isinstance(so, Var) else so

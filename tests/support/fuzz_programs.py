@@ -10,10 +10,10 @@ and a failing program prints as a literal that ``tests/support/fuzz_regressions.
 binary, with constants, ``where``, ``clip``, integer powers), broadcasts, reductions over
 axes, views (reshape, transpose, slices with steps, flips, squeeze/expand, swapaxes),
 contractions (matmul, dot, einsum), gathers (integer-array indexing, ``take``),
-``concatenate``, ``pad``, ``cumsum`` and ``softmax``, in float32 or float64; about one
-program in six also has control flow (``scan``, ``fori_loop`` with static or traced bounds, ``map``,
-``while_loop``, ``cond``/``switch``, one level nested in another), whose numpy side is the
-Python loop or ``if``. Input values come from a
+``concatenate``, ``pad``, ``cumsum``, ``softmax`` and ``logsumexp``, in float32 or float64;
+about one program in six also has control flow (``scan``, ``fori_loop`` with static or traced
+bounds, ``map``, ``while_loop``, ``cond``/``switch``, one level nested in another), whose
+numpy side is the Python loop or ``if``. Input values come from a
 drawn seed: ordinary values mixed with +-0, +-inf, NaN, subnormals and huge values for value
 checks; ordinary values of moderate size for gradient checks.
 
@@ -185,6 +185,19 @@ def _softmax(xp, dt, a, axis):
         return (e / np.sum(e, axis=axis, keepdims=True)).astype(a.dtype)
 
 
+def _logsumexp(xp, dt, a, axis, keepdims):
+    """``fnp.logsumexp`` (whose gradient is a softmax with all -inf rows giving 0); on numpy,
+    the formula with a non-finite maximum shifted by 0, as docs/numerics.md says."""
+    if xp is not np:
+        return xp.logsumexp(a, axis=axis, keepdims=keepdims)
+    a = np.asarray(a)
+    with np.errstate(all="ignore"):
+        m = np.max(a, axis=axis, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0).astype(a.dtype)
+        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+        return (out if keepdims else np.squeeze(out, axis=axis)).astype(a.dtype)
+
+
 def _where(xp, dt, c1, c2, a, b):
     return xp.where(xp.greater(c1, c2), a, b)
 
@@ -237,6 +250,7 @@ OPS: dict = {
     "broadcast_to": lambda xp, dt, a, shape: xp.broadcast_to(a, shape),
     "reduce": _reduce,
     "softmax": _softmax,
+    "logsumexp": _logsumexp,
     "cumsum": lambda xp, dt, a, axis: xp.cumsum(a, axis=axis),
     "where": _where,
     "where_const": _where_const,
@@ -701,7 +715,13 @@ def _draw_step(draw, shapes, dt, rng, kinds=KINDS, depth=0):
         if not sa:
             return None
         axis = None if draw.int(0, 3) == 0 else draw.int(-len(sa), len(sa) - 1)
-        return Step("softmax", (a,), (axis,)), sa
+        if draw.bool():
+            return Step("softmax", (a,), (axis,)), sa
+        keep = draw.bool()
+        axes = range(len(sa)) if axis is None else (axis % len(sa),)
+        out = tuple(1 if i in axes else d for i, d in enumerate(sa)) if keep else \
+            tuple(d for i, d in enumerate(sa) if i not in axes)
+        return Step("logsumexp", (a,), (axis, keep)), out
     if kind == "cumsum":
         if not sa:
             return None

@@ -39,6 +39,7 @@ __all__ = ["configure", "exp_variant"]
 
 _lock = threading.Lock()
 _state: str | None = None        # what configure() decided, once it has run
+_exp: str | None = None          # exp_variant()'s answer, once asked
 
 
 def configure() -> str:
@@ -96,9 +97,6 @@ def exp_variant() -> str:
                           "the default for this CPU", RuntimeWarning, stacklevel=2)
         _exp = choice if choice in ("table", "poly") else _default_exp()
     return _exp
-
-
-_exp: str | None = None
 
 
 def _default_exp() -> str:

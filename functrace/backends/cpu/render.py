@@ -28,6 +28,7 @@ from ..lowering.spec import (
     index_list,
     operand_read,
     read_depth,
+    reads_softmax,
 )
 
 __all__ = ["render_cpu"]
@@ -278,7 +279,9 @@ def _trig_check(spec: KernelSpec, parallel: bool) -> list[str] | None:
         need.add(n)
         if n in lines:
             todo.extend(_NAME.findall(lines[n][0]))
-    if need & set(spec.epilogue):     # an argument reads a softmax: known only at the end
+    # an argument that reads a softmax (``sm``, or an epilogue value) is known only in the
+    # softmax's last pass, after any check could run
+    if need & set(spec.epilogue) or any(reads_softmax(a) for a, _d in args):
         return None
     cone = [(name, expr, d) for name, (expr, d) in lines.items() if name in need]
     if any(_HELPER_CALL.search(expr) for _n, expr, _d in cone) or any(

@@ -1,9 +1,9 @@
 """The LLVM-level pieces of ``vecmath``: intrinsics numba has no spelling for (``llvm.fma``,
 bit casts between floats and integers, float32 exponent tricks) and libm calls that a
 vectorised loop makes only on the lanes that need them (``slow_libm``, with masked vector
-variants). Imports the standard library, numpy, numba and llvmlite only (and ``numba_target``, which
-sets numba up before the first ``@njit``); nothing from
-functrace imports it except ``vecmath``."""
+variants). Imports the standard library, numpy, numba and llvmlite only (and
+``numba_target``, which sets numba up before the first ``@njit``); nothing from functrace
+imports it except ``vecmath``."""
 
 import llvmlite.ir as llir
 from numba import types

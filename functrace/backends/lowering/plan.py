@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...core import Eqn, Graph, Var
+from ...core import Graph
 from ...passes.fusion import FusionPlan, Group, plan_fusion
+from ...passes.loops import splice
 from ...passes.simplify import fold_constants
 from . import scalar_fn
 from .spec import Binding, KernelSpec, Unsupported, build_spec, fusible_pad, supports, target_code
@@ -156,36 +157,21 @@ def expand_unfused(g: Graph, target: Target) -> Graph:
     declares an expansion (``Op.expand``), by the expansion's equations on fresh variables
     (traced once per equation); its parts may then fuse with their neighbours. Other
     equations, and graphs with no such equation, are returned as they are."""
-    todo = [e for e in g.eqns if e.op.expand is not None and not target.fusible(e)]
-    if not todo:
+    if not any(e.op.expand is not None and not target.fusible(e) for e in g.eqns):
         return g
     from ...tracing import trace_to_graph
-    todo_ids = {id(e) for e in todo}
-    env: dict[Var, object] = {}
 
-    def read(a):
-        return env.get(a, a) if isinstance(a, Var) else a
-    eqns: list[Eqn] = []
-    for e in g.eqns:
-        if id(e) not in todo_ids:
-            eqns.append(Eqn(e.op, [read(a) for a in e.inputs], e.params, e.outputs, e.source)
-                        if any(isinstance(a, Var) and a in env for a in e.inputs) else e)
-            continue
+    def sub_of(e):
+        if e.op.expand is None or target.fusible(e):
+            return None
         op, params = e.op, e.params
 
-        def fn(*xs, op=op, params=params):
+        def fn(*xs):
             out = op.expand(*xs, **params)
             return list(out) if op.multiple_results else [out]
-        sub = trace_to_graph(fn, [a.aval for a in e.inputs]).graph
-        local: dict[Var, object] = dict(zip(sub.inputs, [read(a) for a in e.inputs]))
-        for se in sub.eqns:
-            outs = [Var(o.aval) for o in se.outputs]
-            ins = [local.get(a, a) if isinstance(a, Var) else a for a in se.inputs]
-            eqns.append(Eqn(se.op, ins, se.params, outs, e.source))
-            local.update(zip(se.outputs, outs))
-        for o, so in zip(e.outputs, sub.outputs):
-            env[o] = local.get(so, so) if isinstance(so, Var) else so
-    return Graph(g.inputs, eqns, [read(a) for a in g.outputs])
+        return trace_to_graph(fn, [a.aval for a in e.inputs]).graph
+    # the expansion's equations take the user's line of the equation they replace
+    return splice(g, sub_of, own_source=False)
 
 
 _FOLD_LIMIT = 1 << 22      # elements; larger constant results stay equations

@@ -65,7 +65,7 @@ from . import scalar_fn
 __all__ = ["Operand", "Reduction", "KernelSpec", "Unsupported", "build_spec", "element_expr",
            "const_expr", "spec_key", "index_list", "combine", "logic_expr", "convert_expr",
            "fusible_pad", "operand_read", "read_axes", "read_depth", "literal_kind", "target_code",
-           "supports", "dtype_ctor", "CHUNK", "NATIVE_DTYPES", "SOFTMAX_VALUE"]
+           "supports", "dtype_ctor", "CHUNK", "NATIVE_DTYPES", "SOFTMAX_VALUE", "reads_softmax"]
 
 #: elements per chunk of an inner-axis reduction (the buffer stays in L1/L2)
 CHUNK = 2048
@@ -459,12 +459,12 @@ def build_spec(graph: Graph, group, target: str, view_of) -> tuple[KernelSpec, B
                                                SOFTMAX_VALUE if sm else f"t{tmp}")
         if closed is not None:
             # before the first line that reads it (a softmax over extent-1 rows is a value)
-            at = next((k for k, ln in enumerate(body) if _reads_softmax(ln[1])), len(body))
+            at = next((k for k, ln in enumerate(body) if reads_softmax(ln[1])), len(body))
             body.insert(at, closed)
             outputs.append((closed[0], red_eqn.outputs[0]))
         elif sm:
             epilogue = _epilogue_names(body)
-            if epilogue and not getattr(group, "reduction_read", True):
+            if epilogue and not group.reduction_read:
                 reduction = dataclasses.replace(reduction, stored=False)
     outs = tuple((n, v.aval.dtype) for n, v in outputs)
     spec = KernelSpec(ndim, tuple(operands), tuple(body), outs, reduction, tuple(helpers),
@@ -483,7 +483,8 @@ _SM = re.compile(rf"\b{SOFTMAX_VALUE}\b")
 _TEMP = re.compile(r"\b[tx]\d+\b")
 
 
-def _reads_softmax(expr: str) -> bool:
+def reads_softmax(expr: str) -> bool:
+    """Whether a body expression reads the softmax value (``SOFTMAX_VALUE``)."""
     return _SM.search(expr) is not None
 
 
@@ -491,7 +492,7 @@ def _epilogue_names(body) -> tuple[str, ...]:
     """The body values that depend on the softmax value (transitively): the epilogue."""
     epi: set[str] = set()
     for name, expr, _dt, _d in body:
-        if _reads_softmax(expr) or any(n in epi for n in _TEMP.findall(expr)):
+        if reads_softmax(expr) or any(n in epi for n in _TEMP.findall(expr)):
             epi.add(name)
     return tuple(name for name, *_ in body if name in epi)
 
